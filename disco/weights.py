@@ -1,0 +1,787 @@
+"""Finding, verifying, loading and saving update-rule parameters.
+
+Update-rule (meta-network) parameters are Haiku trees
+`{module_path: {param_name: array}}`. On disk they are kept as a flat `.npz`
+archive whose keys join the two levels with a slash, e.g.
+`lstm/~/meta_lstm/~unroll/lstm/linear/w`. Haiku module paths contain slashes
+themselves, so a flat key is split on its LAST slash: everything before it is
+the module path and the rest is the parameter name.
+
+The published Disco103 update rule (`disco_103.npz`) is located by
+`load_disco103`, which looks, in order, at
+
+1. a path given explicitly by the caller,
+2. the file named by `$DISCO_WEIGHTS`,
+3. `weights/disco_103.npz` in the repository that holds the `disco` package,
+4. the user cache (`$DISCO_CACHE_DIR`, else `$XDG_CACHE_HOME/disco`, else
+   `~/.cache/disco`),
+5. and finally downloads it from the reference repository into the cache.
+
+Whatever the route, the bytes are checked against the published SHA-256 and
+the decoded tree against the published key -> shape table, so a wrong,
+truncated or tampered file is reported instead of being used. Downloads go to
+a temporary file next to the destination and are renamed into place only
+after they pass both checks, so a failed or corrupted download never touches
+an existing cached copy.
+
+The Disco103 weights are by the DiscoRL authors (Oh et al., "Discovering
+state-of-the-art reinforcement learning algorithms", Nature 648, 2025),
+published by Google DeepMind in google-deepmind/disco_rl under CC-BY 4.0.
+"""
+
+from collections.abc import Iterator, Mapping
+import contextlib
+import hashlib
+import http.client
+import io
+import logging
+import os
+import pathlib
+import tempfile
+from typing import Any, BinaryIO
+import urllib.request
+import zipfile
+import zlib
+
+import immutabledict
+import numpy as np
+
+# A path as accepted by the functions of this module.
+PathLike = str | os.PathLike[str]
+# A Haiku parameter tree: `{module_path: {param_name: array}}`.
+Params = Mapping[str, Mapping[str, Any]]
+
+# --- Facts about the published Disco103 file. ---
+DISCO103_FILENAME = 'disco_103.npz'
+DISCO103_URL = (
+    'https://raw.githubusercontent.com/google-deepmind/disco_rl/main/'
+    'disco_rl/update_rules/weights/disco_103.npz'
+)
+DISCO103_SHA256 = (
+    'dac840a15b81e8805326363458c33979626172618f620d9e6e170315388530aa'
+)
+DISCO103_NUM_BYTES = 2_803_507
+DISCO103_NUM_TENSORS = 42
+DISCO103_NUM_FLOATS = 754_778
+# Flat key -> shape of every tensor in `disco_103.npz` (all float32).
+DISCO103_SHAPES: Mapping[str, tuple[int, ...]] = immutabledict.immutabledict({
+    'lstm/linear/b': (256,),
+    'lstm/linear/w': (128, 256),
+    'lstm/linear_1/b': (1,),
+    'lstm/linear_1/w': (256, 1),
+    'lstm/linear_2/b': (600,),
+    'lstm/linear_2/w': (256, 600),
+    'lstm/linear_3/b': (600,),
+    'lstm/linear_3/w': (256, 600),
+    'lstm/linear_4/b': (1,),
+    'lstm/linear_4/w': (16, 1),
+    'lstm/lstm/linear/b': (1024,),
+    'lstm/lstm/linear/w': (283, 1024),
+    'lstm/mlp/~/linear_0/b': (16,),
+    'lstm/mlp/~/linear_0/w': (600, 16),
+    'lstm/mlp/~/linear_1/b': (1,),
+    'lstm/mlp/~/linear_1/w': (16, 1),
+    'lstm/mlp_1/~/linear_0/b': (16,),
+    'lstm/mlp_1/~/linear_0/w': (600, 16),
+    'lstm/mlp_1/~/linear_1/b': (1,),
+    'lstm/mlp_1/~/linear_1/w': (16, 1),
+    'lstm/sequential/conv1_d/b': (16,),
+    'lstm/sequential/conv1_d/w': (1, 18, 16),
+    'lstm/sequential/conv1_d_1/b': (2,),
+    'lstm/sequential/conv1_d_1/w': (1, 32, 2),
+    'lstm/sequential_1/conv1_d/b': (16,),
+    'lstm/sequential_1/conv1_d/w': (1, 516, 16),
+    'lstm/~/meta_lstm/~unroll/lstm/linear/b': (512,),
+    'lstm/~/meta_lstm/~unroll/lstm/linear/w': (144, 512),
+    'lstm/~/meta_lstm/~unroll/mlp/~/linear_0/b': (16,),
+    'lstm/~/meta_lstm/~unroll/mlp/~/linear_0/w': (600, 16),
+    'lstm/~/meta_lstm/~unroll/mlp/~/linear_1/b': (1,),
+    'lstm/~/meta_lstm/~unroll/mlp/~/linear_1/w': (16, 1),
+    'lstm/~/meta_lstm/~unroll/mlp_1/~/linear_0/b': (16,),
+    'lstm/~/meta_lstm/~unroll/mlp_1/~/linear_0/w': (600, 16),
+    'lstm/~/meta_lstm/~unroll/mlp_1/~/linear_1/b': (1,),
+    'lstm/~/meta_lstm/~unroll/mlp_1/~/linear_1/w': (16, 1),
+    'lstm/~/meta_lstm/~unroll/mlp_2/~/linear_0/b': (16,),
+    'lstm/~/meta_lstm/~unroll/mlp_2/~/linear_0/w': (29, 16),
+    'lstm/~/meta_lstm/~unroll/sequential/conv1_d/b': (16,),
+    'lstm/~/meta_lstm/~unroll/sequential/conv1_d/w': (1, 18, 16),
+    'lstm/~/meta_lstm/~unroll/sequential/conv1_d_1/b': (2,),
+    'lstm/~/meta_lstm/~unroll/sequential/conv1_d_1/w': (1, 32, 2),
+})
+
+# --- Environment variables read by the loader. ---
+WEIGHTS_ENV_VAR = 'DISCO_WEIGHTS'
+URL_ENV_VAR = 'DISCO_WEIGHTS_URL'
+CACHE_DIR_ENV_VAR = 'DISCO_CACHE_DIR'
+
+# Seconds a single blocking network operation may take during a download.
+DEFAULT_TIMEOUT_SECONDS = 60.0
+# A download larger than this cannot be the weights; stop instead of filling
+# the disk when the URL points somewhere unexpected.
+_MAX_DOWNLOAD_BYTES = 64 * 2**20
+_CHUNK_BYTES = 2**16
+# How many differences a structure error spells out per category.
+_MAX_LISTED = 5
+# Exceptions numpy and zipfile raise on bytes that are not a readable `.npz`.
+_NPZ_READ_ERRORS = (
+    ValueError,
+    EOFError,
+    OSError,
+    KeyError,
+    NotImplementedError,
+    zipfile.BadZipFile,
+    zlib.error,
+)
+
+
+class WeightsError(ValueError):
+  """Parameters, or the file holding them, are not what was expected."""
+
+
+class ChecksumError(WeightsError):
+  """The bytes of a weights file do not have the published SHA-256."""
+
+  def __init__(self, message: str, *, expected: str, actual: str):
+    super().__init__(message)
+    self.expected = expected
+    self.actual = actual
+
+
+class StructureError(WeightsError):
+  """A parameter tree has missing or unexpected keys, or wrong shapes.
+
+  Attributes:
+    missing: sorted flat keys expected but absent.
+    unexpected: sorted flat keys present but not expected.
+    mismatched: sorted `(key, expected_shape, actual_shape)` triples.
+  """
+
+  def __init__(
+      self,
+      message: str,
+      *,
+      missing: list[str],
+      unexpected: list[str],
+      mismatched: list[tuple[str, tuple[int, ...], tuple[int, ...]]],
+  ):
+    super().__init__(message)
+    self.missing = missing
+    self.unexpected = unexpected
+    self.mismatched = mismatched
+
+
+class WeightsNotFoundError(FileNotFoundError):
+  """A weights file does not exist where it was looked for."""
+
+
+class DownloadError(OSError):
+  """Fetching a weights file over the network failed."""
+
+  def __init__(self, url: str, reason: str):
+    super().__init__(f'Could not download {url}: {reason}')
+    self.url = url
+    self.reason = reason
+
+
+# ----------------------------------------------------------------------------
+# Flat <-> tree layout.
+
+
+def flatten_params(params: Params) -> dict[str, Any]:
+  """Joins a Haiku tree `{module: {name: leaf}}` into `{'module/name': leaf}`.
+
+  Leaves are passed through untouched, so this works for arrays as well as for
+  trees of shapes or `jax.ShapeDtypeStruct`s.
+
+  Args:
+    params: a two-level mapping from module path to parameter name to leaf.
+
+  Returns:
+    A flat dict keyed by `'<module path>/<parameter name>'`.
+
+  Raises:
+    WeightsError: if the tree is not two levels deep, a module path is empty,
+      or a parameter name is empty or contains '/' (the key could then not be
+      split back unambiguously).
+  """
+  if not isinstance(params, Mapping):
+    raise WeightsError(
+        'Expected a Haiku params tree {module_path: {name: array}}, got '
+        f'{type(params).__name__}.'
+    )
+  flat = {}
+  for module, module_params in params.items():
+    if not isinstance(module, str) or not module:
+      raise WeightsError(f'Module paths must be non-empty strings: {module!r}.')
+    if not isinstance(module_params, Mapping):
+      raise WeightsError(
+          f'params[{module!r}] is a {type(module_params).__name__}; expected a'
+          ' mapping {param_name: array} (a Haiku params tree has two'
+          ' levels).'
+      )
+    for name, leaf in module_params.items():
+      if not isinstance(name, str) or not name or '/' in name:
+        raise WeightsError(
+            'Parameter names must be non-empty strings without "/": '
+            f'{name!r} in module {module!r}.'
+        )
+      flat[f'{module}/{name}'] = leaf
+  return flat
+
+
+def unflatten_params(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+  """Splits flat `'module/name'` keys on the last '/' into a Haiku tree.
+
+  Args:
+    flat: a mapping such as the `np.load`ed contents of `disco_103.npz`; any
+      parameter names are allowed, not only `w` and `b`.
+
+  Returns:
+    `{module_path: {param_name: value}}`, in the order of `flat`.
+
+  Raises:
+    WeightsError: if a key has no '/' or an empty module path or name.
+  """
+  params = {}
+  for key in flat:
+    if not isinstance(key, str):
+      raise WeightsError(f'Keys must be strings, got {key!r}.')
+    module, sep, name = key.rpartition('/')
+    if not sep or not module or not name:
+      raise WeightsError(
+          f'Key {key!r} is not of the form "<module path>/<parameter name>".'
+      )
+    params.setdefault(module, {})[name] = flat[key]
+  return params
+
+
+# ----------------------------------------------------------------------------
+# Structure checks.
+
+
+def _shape_of(leaf: Any, *, shape_tuples: bool) -> tuple[int, ...]:
+  """Shape of an array-like leaf, or the leaf itself if it spells a shape."""
+  if shape_tuples and isinstance(leaf, tuple):
+    if all(isinstance(d, int) and not isinstance(d, bool) for d in leaf):
+      return leaf
+  if hasattr(leaf, 'shape'):
+    return tuple(int(d) for d in leaf.shape)
+  return tuple(np.shape(leaf))
+
+
+def _listed(items: list[Any]) -> str:
+  """The first few items, comma-separated, with a count of the rest."""
+  shown = ', '.join(str(item) for item in items[:_MAX_LISTED])
+  if len(items) > _MAX_LISTED:
+    shown += f', ... ({len(items) - _MAX_LISTED} more)'
+  return shown
+
+
+def validate_params(
+    params: Params, reference: Params, *, what: str = 'Parameters'
+) -> None:
+  """Checks that `params` has exactly the keys and shapes of `reference`.
+
+  Use it to check loaded update-rule parameters against a rule's
+  `init_params` before training or evaluating with them: a mismatch would
+  otherwise surface as an obscure shape error deep inside a jitted function.
+
+  Args:
+    params: the Haiku tree to check.
+    reference: a Haiku tree of the same layout whose leaves are arrays (or
+      anything with `.shape`) or shape tuples, e.g.
+      `unflatten_params(DISCO103_SHAPES)`.
+    what: how to name `params` in the error message.
+
+  Raises:
+    StructureError: naming the first missing keys, unexpected keys and shape
+      mismatches (expected vs got).
+    WeightsError: if either tree is not a two-level Haiku params tree.
+  """
+  got = {
+      k: _shape_of(v, shape_tuples=False)
+      for k, v in flatten_params(params).items()
+  }
+  want = {
+      k: _shape_of(v, shape_tuples=True)
+      for k, v in flatten_params(reference).items()
+  }
+  missing = sorted(want.keys() - got.keys())
+  unexpected = sorted(got.keys() - want.keys())
+  mismatched = sorted(
+      (k, want[k], got[k])
+      for k in want.keys() & got.keys()
+      if want[k] != got[k]
+  )
+  if not (missing or unexpected or mismatched):
+    return
+  problems = []
+  if missing:
+    problems.append(f'{len(missing)} missing key(s): {_listed(missing)}')
+  if unexpected:
+    problems.append(
+        f'{len(unexpected)} unexpected key(s): {_listed(unexpected)}'
+    )
+  if mismatched:
+    described = [f'{k} (expected {e}, got {g})' for k, e, g in mismatched]
+    problems.append(
+        f'{len(mismatched)} shape mismatch(es): {_listed(described)}'
+    )
+  raise StructureError(
+      f'{what} do not match the expected structure ({len(want)} tensors): '
+      + '; '.join(problems)
+      + '.',
+      missing=missing,
+      unexpected=unexpected,
+      mismatched=mismatched,
+  )
+
+
+# ----------------------------------------------------------------------------
+# Reading and writing `.npz` files.
+
+
+def _is_float_dtype(dtype: np.dtype) -> bool:
+  """True for numpy floats and ml_dtypes floats such as bfloat16."""
+  return dtype.kind == 'f' or (dtype.kind == 'V' and 'float' in dtype.name)
+
+
+def _read_bytes(path: pathlib.Path, where: str) -> bytes:
+  """Reads a whole file, turning absence into `WeightsNotFoundError`."""
+  try:
+    return path.read_bytes()
+  except FileNotFoundError:
+    raise WeightsNotFoundError(f'No such file: {where}.') from None
+  except IsADirectoryError:
+    raise WeightsError(f'Not a file but a directory: {where}.') from None
+
+
+def _params_from_npz_bytes(
+    data: bytes, where: str
+) -> dict[str, dict[str, Any]]:
+  """Decodes the bytes of a flat `.npz` into a float32 Haiku tree."""
+  try:
+    archive = np.load(io.BytesIO(data), allow_pickle=False)
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+      raise ValueError('it holds a single .npy array, not an archive')
+    with archive:
+      flat = {key: archive[key] for key in archive.files}
+  except _NPZ_READ_ERRORS as e:
+    raise WeightsError(
+        f'{where} is not a valid .npz file ({type(e).__name__}: {e}); it may '
+        'be truncated or corrupt.'
+    ) from e
+  if not flat:
+    raise WeightsError(f'{where} holds no arrays.')
+  for key, array in flat.items():
+    if array.dtype.kind != 'f':
+      raise WeightsError(
+          f'{where}: {key!r} has dtype {array.dtype}; update-rule parameters '
+          'must be floating point.'
+      )
+  try:
+    params = unflatten_params(flat)
+  except WeightsError as e:
+    raise WeightsError(f'{where}: {e}') from None
+  return {
+      module: {name: a.astype(np.float32, copy=False) for name, a in m.items()}
+      for module, m in params.items()
+  }
+
+
+def load_update_rule_params(path: PathLike) -> dict[str, dict[str, np.ndarray]]:
+  """Loads any update-rule parameters saved in the flat `.npz` layout.
+
+  No checksum is involved, so this serves meta-trained rules as well as
+  Disco103 (for which `load_disco103` adds the published checks).
+
+  Args:
+    path: the `.npz` file.
+
+  Returns:
+    A Haiku tree `{module_path: {name: float32 numpy array}}`.
+
+  Raises:
+    WeightsNotFoundError: if there is no file at `path`.
+    WeightsError: if the file is not a readable `.npz` of floating-point
+      arrays under `'<module path>/<name>'` keys.
+  """
+  path = pathlib.Path(path).expanduser()
+  return _params_from_npz_bytes(_read_bytes(path, str(path)), str(path))
+
+
+def _fsync_directory(directory: pathlib.Path) -> None:
+  """Makes a completed rename durable; best effort where unsupported."""
+  with contextlib.suppress(OSError):
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+      os.fsync(fd)
+    finally:
+      os.close(fd)
+
+
+@contextlib.contextmanager
+def _atomic_destination(path: pathlib.Path) -> Iterator[tuple[BinaryIO, str]]:
+  """Yields `(file, temp_name)` whose contents replace `path` on success.
+
+  The temporary file lives in the destination's directory (so the final
+  `os.replace` is atomic), is fsynced before the rename, and is removed if
+  anything fails, leaving any previous file at `path` untouched.
+  """
+  directory = path.parent
+  fd, tmp_name = tempfile.mkstemp(
+      dir=directory, prefix=f'.{path.name}.', suffix='.tmp'
+  )
+  try:
+    with os.fdopen(fd, 'wb') as f:
+      yield f, tmp_name
+      f.flush()
+      os.fsync(f.fileno())
+    # mkstemp creates private files; weights are ordinary readable data.
+    os.chmod(tmp_name, 0o644)
+    os.replace(tmp_name, path)
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(tmp_name)
+    raise
+  _fsync_directory(directory)
+
+
+def save_update_rule_params(params: Params, path: PathLike) -> pathlib.Path:
+  """Atomically writes a Haiku tree as a flat, compressed `.npz`.
+
+  Leaves are stored as float32 under sorted `'<module path>/<name>'` keys,
+  which is the layout of `disco_103.npz`, so the file loads back with
+  `load_update_rule_params` bit for bit, and equal parameters always give
+  equal bytes. Readers never see a partly written file: the data goes to a
+  temporary file in the same directory which is renamed over `path` only
+  once complete.
+
+  Args:
+    params: `{module_path: {name: array}}` with floating-point leaves (numpy
+      or JAX arrays).
+    path: destination; its directory must exist. Written exactly as given
+      (no `.npz` suffix is added).
+
+  Returns:
+    The destination path.
+
+  Raises:
+    WeightsError: if `params` is not a two-level tree of floating-point
+      arrays; nothing is written then.
+  """
+  path = pathlib.Path(path).expanduser()
+  flat = {}
+  for key, leaf in sorted(flatten_params(params).items()):
+    array = np.asarray(leaf)
+    if not _is_float_dtype(array.dtype):
+      raise WeightsError(
+          f'{key!r} has dtype {array.dtype}; update-rule parameters must be '
+          'floating point.'
+      )
+    flat[key] = array.astype(np.float32, copy=False)
+  if not flat:
+    raise WeightsError('Refusing to save an empty parameter tree.')
+  with _atomic_destination(path) as (f, _):
+    np.savez_compressed(f, **flat)
+  return path
+
+
+def file_sha256(path: PathLike) -> str:
+  """Hex SHA-256 of a file, as printed by `sha256sum`."""
+  digest = hashlib.sha256()
+  with open(path, 'rb') as f:
+    while chunk := f.read(_CHUNK_BYTES):
+      digest.update(chunk)
+  return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------
+# Disco103: locations, verification, download.
+
+
+def repo_weights_path() -> pathlib.Path:
+  """`<repo>/weights/disco_103.npz`, the repo being the package's parent."""
+  return (
+      pathlib.Path(__file__).resolve().parent.parent
+      / 'weights'
+      / DISCO103_FILENAME
+  )
+
+
+def default_cache_dir() -> pathlib.Path:
+  """The user cache directory for downloaded weights.
+
+  `$DISCO_CACHE_DIR` if set, else `$XDG_CACHE_HOME/disco`, else
+  `~/.cache/disco`. Per the XDG spec an empty or relative `$XDG_CACHE_HOME`
+  is ignored.
+  """
+  explicit = os.environ.get(CACHE_DIR_ENV_VAR, '')
+  if explicit:
+    return pathlib.Path(explicit).expanduser()
+  xdg = os.environ.get('XDG_CACHE_HOME', '')
+  if xdg and os.path.isabs(xdg):
+    return pathlib.Path(xdg) / 'disco'
+  return pathlib.Path('~/.cache/disco').expanduser()
+
+
+def _resolve_url(url: str | None) -> str:
+  """The download address: argument, `$DISCO_WEIGHTS_URL`, else upstream."""
+  return url or os.environ.get(URL_ENV_VAR, '') or DISCO103_URL
+
+
+def _how_to_fetch(url: str) -> str:
+  return (
+      'To fetch it by hand:\n'
+      f'  curl -L -o disco_103.npz {url}\n'
+      f'  echo "{DISCO103_SHA256}  disco_103.npz" | sha256sum -c\n'
+      f'  export {WEIGHTS_ENV_VAR}="$PWD/disco_103.npz"'
+  )
+
+
+def _verify_disco103_bytes(
+    data: bytes, where: str, hint: str
+) -> dict[str, dict[str, np.ndarray]]:
+  """Checks bytes against the published digest and shapes, then decodes."""
+  actual = hashlib.sha256(data).hexdigest()
+  if actual != DISCO103_SHA256:
+    raise ChecksumError(
+        f'SHA-256 mismatch for the Disco103 weights in {where}: expected '
+        f'{DISCO103_SHA256}, got {actual} ({len(data):,} bytes; the published '
+        f'file has {DISCO103_NUM_BYTES:,}). The file is truncated, corrupt or '
+        'not disco_103.npz (other update-rule parameters load with '
+        f'load_update_rule_params). {hint}',
+        expected=DISCO103_SHA256,
+        actual=actual,
+    )
+  params = _params_from_npz_bytes(data, where)
+  validate_params(
+      params,
+      unflatten_params(DISCO103_SHAPES),
+      what=f'The Disco103 weights in {where}',
+  )
+  return params
+
+
+def _load_disco103_file(
+    path: pathlib.Path, source: str, hint: str
+) -> dict[str, dict[str, np.ndarray]]:
+  """Reads and verifies the Disco103 file at `path` (found via `source`)."""
+  where = f'{path} (from {source})'
+  try:
+    data = _read_bytes(path, where)
+  except WeightsNotFoundError as e:
+    raise WeightsNotFoundError(f'{e} {hint}') from None
+  params = _verify_disco103_bytes(data, where, hint)
+  logging.info('Loaded Disco103 weights from %s (%s).', path, source)
+  return params
+
+
+def _make_directories(directory: pathlib.Path) -> list[pathlib.Path]:
+  """Creates `directory` and missing parents; returns those created."""
+  created = []
+  current = directory
+  while not current.exists() and current != current.parent:
+    created.append(current)
+    current = current.parent
+  for d in reversed(created):
+    d.mkdir(exist_ok=True)
+  return created
+
+
+def _fetch(url: str, f: BinaryIO, timeout: float) -> None:
+  """Streams `url` into the open binary file `f`."""
+  try:
+    response = urllib.request.urlopen(url, timeout=timeout)
+  except (OSError, http.client.HTTPException, ValueError) as e:
+    raise DownloadError(url, f'{type(e).__name__}: {e}') from e
+  with response:
+    announced = response.headers.get('Content-Length')
+    received = 0
+    while True:
+      try:
+        chunk = response.read(_CHUNK_BYTES)
+      except (OSError, http.client.HTTPException) as e:
+        raise DownloadError(url, f'{type(e).__name__}: {e}') from e
+      if not chunk:
+        break
+      received += len(chunk)
+      if received > _MAX_DOWNLOAD_BYTES:
+        raise DownloadError(
+            url, f'more than {_MAX_DOWNLOAD_BYTES:,} bytes; not the weights'
+        )
+      f.write(chunk)
+  if announced is not None and announced.isdigit():
+    if received != int(announced):
+      raise DownloadError(
+          url,
+          f'the connection closed after {received:,} of {int(announced):,} '
+          'bytes',
+      )
+
+
+def download_disco103(
+    cache_dir: PathLike | None = None,
+    *,
+    url: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+) -> pathlib.Path:
+  """Downloads `disco_103.npz` into the cache, verified, even if one is there.
+
+  The file is streamed to a temporary file in the cache directory, checked
+  (SHA-256 and shapes) and only then renamed over `<cache_dir>/disco_103.npz`.
+  On any failure the temporary file, and any directory created for it, is
+  removed and an existing cached copy is left exactly as it was.
+
+  Args:
+    cache_dir: where to put the file; defaults to `default_cache_dir()`.
+    url: where to fetch from; defaults to `$DISCO_WEIGHTS_URL`, else
+      `DISCO103_URL`.
+    timeout: seconds allowed for each blocking network operation.
+
+  Returns:
+    The path of the verified file.
+
+  Raises:
+    DownloadError: if the network request fails.
+    ChecksumError: if the downloaded bytes are not the published file.
+    WeightsError: if they pass the checksum but not the structure check
+      (only possible if the constants of this module are inconsistent).
+  """
+  url = _resolve_url(url)
+  directory = (
+      pathlib.Path(cache_dir).expanduser()
+      if cache_dir is not None
+      else default_cache_dir()
+  )
+  destination = directory / DISCO103_FILENAME
+  try:
+    created = _make_directories(directory)
+  except OSError as e:
+    raise DownloadError(
+        url, f'cannot create the cache directory {directory}: {e}'
+    ) from e
+  try:
+    with _atomic_destination(destination) as (f, tmp_name):
+      _fetch(url, f, timeout)
+      f.flush()
+      with open(tmp_name, 'rb') as downloaded:
+        data = downloaded.read()
+      _verify_disco103_bytes(
+          data,
+          f'the download from {url}',
+          f'Nothing was written to {directory}; any cached copy is unchanged.',
+      )
+  except BaseException:
+    for d in created:  # Innermost first; only directories made here.
+      with contextlib.suppress(OSError):
+        d.rmdir()
+    raise
+  logging.info('Downloaded Disco103 weights from %s to %s.', url, destination)
+  return destination
+
+
+def load_disco103(
+    path: PathLike | None = None,
+    *,
+    download: bool = True,
+    url: str | None = None,
+    cache_dir: PathLike | None = None,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+) -> dict[str, dict[str, np.ndarray]]:
+  """Finds, verifies and loads the published Disco103 update-rule parameters.
+
+  Looks, in order, at `path`, `$DISCO_WEIGHTS`, `repo_weights_path()`, the
+  cache directory, and finally downloads into the cache. The first location
+  that is set (for `path` and `$DISCO_WEIGHTS`) or holds a file (for the
+  others) is used, and it must pass the checks: a wrong file is an error, not
+  a reason to keep searching, so a typo never silently loads something else.
+
+  Args:
+    path: an explicit file to use instead of searching.
+    download: whether the last step may use the network.
+    url: download address; defaults to `$DISCO_WEIGHTS_URL`, else
+      `DISCO103_URL`.
+    cache_dir: cache directory; defaults to `default_cache_dir()`.
+    timeout: seconds allowed for each blocking network operation.
+
+  Returns:
+    A Haiku tree `{module_path: {'w': array, 'b': array}}` of float32 numpy
+    arrays with the shapes of `DISCO103_SHAPES`.
+
+  Raises:
+    WeightsNotFoundError: if the chosen file is missing, or no location has
+      it and the download is disabled or fails; the message lists every
+      place looked and how to fetch the file.
+    ChecksumError: if the file's SHA-256 is not the published one.
+    WeightsError: if the file is not a valid `.npz` or has the wrong tensors.
+  """
+  url = _resolve_url(url)
+  cache = (
+      pathlib.Path(cache_dir).expanduser()
+      if cache_dir is not None
+      else default_cache_dir()
+  )
+  repo_file = repo_weights_path()
+  cache_file = cache / DISCO103_FILENAME
+
+  if path is not None:
+    return _load_disco103_file(
+        pathlib.Path(path).expanduser(),
+        'the explicit path argument',
+        'An explicit path is not searched for elsewhere: fix it, or pass no '
+        'path to search $DISCO_WEIGHTS, the repository, the cache and then '
+        'download.',
+    )
+  env_value = os.environ.get(WEIGHTS_ENV_VAR, '')
+  if env_value:
+    return _load_disco103_file(
+        pathlib.Path(env_value).expanduser(),
+        f'${WEIGHTS_ENV_VAR}',
+        f'Fix ${WEIGHTS_ENV_VAR}, or unset it to search the repository, the '
+        'cache and then download.',
+    )
+  looked = [f'${WEIGHTS_ENV_VAR}: not set']
+  for candidate, source, remedy in (
+      (
+          repo_file,
+          'the repository weights/ directory',
+          (
+              'Replace it with the published file, or delete it to use the'
+              ' cache or a download.'
+          ),
+      ),
+      (
+          cache_file,
+          'the user cache',
+          (
+              'Replace it with a verified copy by calling '
+              'disco.weights.download_disco103(), or delete it.'
+          ),
+      ),
+  ):
+    if candidate.exists():
+      return _load_disco103_file(
+          candidate, source, f'{remedy} {_how_to_fetch(url)}'
+      )
+    looked.append(f'{candidate} ({source}): no such file')
+
+  failure = None
+  if not download:
+    looked.append('download: disabled (download=False)')
+  else:
+    try:
+      downloaded = download_disco103(cache, url=url, timeout=timeout)
+    except DownloadError as e:
+      failure = e
+      looked.append(f'download from {url} into {cache}: {e.reason}')
+    else:
+      return _load_disco103_file(
+          downloaded, f'a download of {url}', _how_to_fetch(url)
+      )
+  places = '\n'.join(f'  {i}. {place}' for i, place in enumerate(looked, 1))
+  raise WeightsNotFoundError(
+      f'Could not find the Disco103 weights ({DISCO103_FILENAME}). Looked '
+      f'at:\n{places}\n{_how_to_fetch(url)}\nor save it as {repo_file} or '
+      f'{cache_file}. Expected SHA-256: {DISCO103_SHA256}.'
+  ) from failure
