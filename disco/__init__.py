@@ -25,10 +25,10 @@ from disco import types
 from disco import utils
 from disco import weights
 from disco.agent import Agent
+from disco.agent import LearnerState
 from disco.agent import get_settings_actor_critic
 from disco.agent import get_settings_disco
 from disco.agent import get_settings_policy_gradient
-from disco.agent import LearnerState
 from disco.environments.catch import CatchEnvironment
 from disco.environments.jittable_envs import CatchJittableEnvironment
 from disco.update_rules.actor_critic import ActorCritic

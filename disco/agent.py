@@ -115,8 +115,7 @@ def _check_rollout(rollout: types.ActorRollout, num_actions: int) -> None:
   for name in ('logits', "agent_outs['logits']"):
     if tuple(leaves[name][2:]) != (num_actions,):
       raise ValueError(
-          f'rollout.{name} must be [T+1, B, {num_actions}], got'
-          f' {leaves[name]}.'
+          f'rollout.{name} must be [T+1, B, {num_actions}], got {leaves[name]}.'
       )
 
 
@@ -365,9 +364,7 @@ class Agent:
         rng=rng,
         axis_name=self._batch_axis_name,
     )
-    grads, (_, last_agent_net_state, logs) = jax.grad(
-        self._loss, has_aux=True
-    )(
+    grads, (_, last_agent_net_state, logs) = jax.grad(self._loss, has_aux=True)(
         learner_state.params,
         agent_net_state=agent_net_state,
         meta_state=learner_state.meta_state,
@@ -382,8 +379,8 @@ class Agent:
         grads, learner_state.opt_state, learner_state.params
     )
     new_params = optax.apply_updates(learner_state.params, updates)
-    logs['global_gradient_norm'] = optax.global_norm(grads)
-    logs['global_update_norm'] = optax.global_norm(updates)
+    logs['global_gradient_norm'] = optax.tree.norm(grads)
+    logs['global_update_norm'] = optax.tree.norm(updates)
     logs['meta_out'] = meta_out
     new_learner_state = LearnerState(
         params=new_params, opt_state=new_opt_state, meta_state=new_meta_state

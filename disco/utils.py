@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import chex
+import distrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -207,6 +208,17 @@ def differentiable_policy_gradient_loss(
   return -log_pi_a * adv_t
 
 
+def categorical_kl_divergence(
+    p_logits: chex.Array, q_logits: chex.Array
+) -> chex.Array:
+  """KL(softmax(p_logits) || softmax(q_logits)) over the last axis.
+
+  The computation `rlax.categorical_kl_divergence` performs, without its
+  pending-deprecation warning.
+  """
+  return distrax.Softmax(p_logits).kl_divergence(distrax.Softmax(q_logits))
+
+
 class MovingAverage:
   """Debiased exponential moving averages of a tree's mean and mean square.
 
@@ -311,4 +323,3 @@ class MovingAverage:
 
     mean, variance = self._compute_moments(state)
     return jax.tree.map(_scale, mean, variance, value)
-

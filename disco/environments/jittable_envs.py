@@ -63,9 +63,7 @@ class _SingleStreamCatch:
     return jnp.where(self.is_terminal(state), outcome, 0.0).astype(jnp.float32)
 
 
-class CatchJittableEnvironment(
-    batched_jittable_env.BatchedJittableEnvironment
-):
+class CatchJittableEnvironment(batched_jittable_env.BatchedJittableEnvironment):
   """A batch of jittable Catch environments with automatic episode resets."""
 
   def __init__(

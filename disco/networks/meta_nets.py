@@ -354,7 +354,9 @@ def _maybe_truncated_normal(
 
 
 def _multiplicative_interaction(
-    x: chex.Array, y: chex.Array | None, initializer: hk.initializers.Initializer
+    x: chex.Array,
+    y: chex.Array | None,
+    initializer: hk.initializers.Initializer,
 ) -> chex.Array:
   """x * Linear(y) when y is a non-scalar array; x unchanged otherwise.
 

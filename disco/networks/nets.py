@@ -50,7 +50,9 @@ def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
       hk.transform_with_state(_one_step)
   )
   _, unroll_fn = hk.without_apply_rng(hk.transform_with_state(_unroll))
-  return types.PolicyNetwork(init=init_fn, one_step=one_step_fn, unroll=unroll_fn)
+  return types.PolicyNetwork(
+      init=init_fn, one_step=one_step_fn, unroll=unroll_fn
+  )
 
 
 class MLPHeadNet(hk.Module):

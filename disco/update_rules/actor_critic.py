@@ -158,9 +158,9 @@ class ActorCritic(base.UpdateRule):
       pg_advs = meta_out['normalized_advs']
     else:
       pg_advs = meta_out['raw_advs']
-    value_tds = meta_out['normalized_tds'] if self._normalize_td else meta_out[
-        'tds'
-    ]
+    value_tds = (
+        meta_out['normalized_tds'] if self._normalize_td else meta_out['tds']
+    )
 
     value_loss = value_utils.value_loss_from_td(
         rollout.agent_out['v'][:-1],

@@ -52,7 +52,8 @@ def check_meta_params(rule: 'UpdateRule', meta_params: chex.ArrayTree) -> None:
       shown = '; '.join(items[:_MAX_REPORTED])
       more = len(items) - _MAX_REPORTED
       problems.append(
-          f'{len(items)} {label} ({shown}{f"; {more} more" if more > 0 else ""})'
+          f'{len(items)} {label}'
+          f' ({shown}{f"; {more} more" if more > 0 else ""})'
       )
   if problems:
     raise ValueError(

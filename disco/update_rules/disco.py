@@ -15,7 +15,6 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 from ml_collections import config_dict
-import rlax
 
 from disco import types
 from disco import utils
@@ -258,15 +257,15 @@ class DiscoUpdateRule(base.UpdateRule):
     chex.assert_equal_shape([pi_hat, logits])
     chex.assert_equal_shape([y_hat, y])
     chex.assert_equal_shape([z_hat, z_a])
-    pi_loss = rlax.categorical_kl_divergence(pi_hat, logits)
-    y_loss = rlax.categorical_kl_divergence(y_hat, y)
-    z_loss = rlax.categorical_kl_divergence(z_hat, z_a)
+    pi_loss = utils.categorical_kl_divergence(pi_hat, logits)
+    y_loss = utils.categorical_kl_divergence(y_hat, y)
+    z_loss = utils.categorical_kl_divergence(z_hat, z_a)
 
     aux_pi_a = utils.batch_lookup(
         rollout.agent_out['aux_pi'][:-1], actions
     )  # [T, B, A]
     next_logits = rollout.agent_out['logits'][1:]  # [T, B, A]
-    aux_loss = rlax.categorical_kl_divergence(
+    aux_loss = utils.categorical_kl_divergence(
         jax.lax.stop_gradient(next_logits), aux_pi_a
     )
     aux_loss *= 1.0 - rollout.is_terminal
@@ -348,7 +347,9 @@ def get_input_option() -> types.MetaNetInputOption:
           _input('behaviour_agent_out/logits', *policy, 'select_a'),
           _input('rewards', 'sign_log'),
           _input('is_terminal', 'masks_to_discounts'),
-          _input('extra_from_rule/v_scalar', 'sign_log', 'td_pair', 'stop_grad'),
+          _input(
+              'extra_from_rule/v_scalar', 'sign_log', 'td_pair', 'stop_grad'
+          ),
           _input('extra_from_rule/adv', 'sign_log', 'stop_grad'),
           _input('extra_from_rule/normalized_adv', 'stop_grad'),
           _input('extra_from_rule/target_out/logits', *policy, 'select_a'),
@@ -386,9 +387,13 @@ def get_input_option() -> types.MetaNetInputOption:
           _input('behaviour_agent_out/logits', *policy),
           _input('extra_from_rule/target_out/logits', *policy),
           _input('agent_out/z', 'drop_last', 'softmax', 'z_net'),
-          _input('extra_from_rule/target_out/z', 'drop_last', 'softmax', 'z_net'),
+          _input(
+              'extra_from_rule/target_out/z', 'drop_last', 'softmax', 'z_net'
+          ),
           _input('extra_from_rule/q', 'sign_log', 'drop_last', 'stop_grad'),
-          _input('extra_from_rule/qv_adv', 'sign_log', 'drop_last', 'stop_grad'),
+          _input(
+              'extra_from_rule/qv_adv', 'sign_log', 'drop_last', 'stop_grad'
+          ),
           _input('extra_from_rule/normalized_qv_adv', 'drop_last', 'stop_grad'),
       ),
   )

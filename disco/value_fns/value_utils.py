@@ -412,9 +412,7 @@ def extract_scalar_values_from_net_out(
     q_values = jax.tree.map(per_action, q_net_out)
   if values is None:
     policy = jax.tree.map(jax.nn.softmax, pi_logits)
-    values = jax.tree.map(
-        lambda p, q: jnp.sum(p * q, axis=2), policy, q_values
-    )
+    values = jax.tree.map(lambda p, q: jnp.sum(p * q, axis=2), policy, q_values)
   return values, q_values
 
 

@@ -7,7 +7,8 @@ the directory or a case is missing the test fails under CI (`$CI` set) and
 is skipped, with instructions, elsewhere.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+import contextlib
 import json
 import os
 import pathlib
@@ -71,7 +72,8 @@ class Case:
     """{relative key: array} of every key under `prefix/`."""
     prefix = prefix.rstrip('/') + '/'
     return {
-        k[len(prefix):]: v for k, v in self.arrays.items()
+        k[len(prefix) :]: v
+        for k, v in self.arrays.items()
         if k.startswith(prefix)
     }
 
@@ -112,7 +114,9 @@ def _record(case: str, label: str, max_abs: float, max_rel: float) -> None:
   with open(path, 'a') as f:
     f.write(
         json.dumps(
-            dict(case=case, check=label, max_abs_err=max_abs, max_rel_err=max_rel)
+            dict(
+                case=case, check=label, max_abs_err=max_abs, max_rel_err=max_rel
+            )
         )
         + '\n'
     )
@@ -123,7 +127,7 @@ def assert_close(
     expected: Mapping[str, np.ndarray],
     *,
     rtol: float,
-    atol: float,
+    atol: float | Mapping[str, float],
     case: str = '',
     label: str = '',
     allow_extra: bool = False,
@@ -134,7 +138,8 @@ def assert_close(
     got: flat {key: array} from our implementation (see `flatten`).
     expected: flat {key: array} from the golden.
     rtol: relative tolerance for floating leaves.
-    atol: absolute tolerance for floating leaves.
+    atol: absolute tolerance for floating leaves, or one per expected key
+      (e.g. for checksums whose scale differs from leaf to leaf).
     case: the case's name, for messages and the report.
     label: what is being compared, for messages and the report.
     allow_extra: accept keys in `got` that the golden does not have.
@@ -169,7 +174,8 @@ def assert_close(
     scale = np.abs(want.astype(np.float64))
     rel = diff / np.maximum(scale, 1e-30)
     max_rel = max(max_rel, float(np.max(np.where(diff > 0, rel, 0.0))))
-    ok = diff <= atol + rtol * scale
+    leaf_atol = atol[key] if isinstance(atol, Mapping) else atol
+    ok = diff <= leaf_atol + rtol * scale
     if not np.all(ok):
       worst = np.unravel_index(np.argmax(diff - rtol * scale), diff.shape)
       problems.append(
@@ -179,7 +185,39 @@ def assert_close(
       )
   _record(case, label, max_abs, max_rel)
   if problems:
+    atol_text = 'per leaf' if isinstance(atol, Mapping) else atol
     raise AssertionError(
-        f'[{case}] {label}: rtol={rtol}, atol={atol}\n  ' + '\n  '.join(problems)
+        f'[{case}] {label}: rtol={rtol}, atol={atol_text}\n  '
+        + '\n  '.join(problems)
     )
   return max_abs
+
+
+@contextlib.contextmanager
+def checks() -> Iterator[Callable[..., float]]:
+  """Runs several `assert_close` comparisons and reports all failures.
+
+  For cases whose comparisons share one expensive computation (e.g. a
+  compiled learner step): one test, every failing comparison listed.
+
+      with golden.checks() as check:
+        check(got_a, want_a, rtol=..., atol=..., case=..., label=...)
+        check(got_b, want_b, rtol=..., atol=..., case=..., label=...)
+
+  Yields:
+    A function with the arguments of `assert_close`.
+  """
+  failures = []
+
+  def check(*args, **kwargs) -> float:
+    try:
+      return assert_close(*args, **kwargs)
+    except AssertionError as e:
+      failures.append(str(e))
+      return float('nan')
+
+  yield check
+  if failures:
+    raise AssertionError(
+        f'{len(failures)} comparison(s) failed:\n' + '\n'.join(failures)
+    )

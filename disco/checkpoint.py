@@ -1,0 +1,435 @@
+"""Atomic, verified checkpoints of training state.
+
+A checkpoint is one directory, `<root>/step_<step>/`, holding
+
+* `update_rule_params.npz`: update-rule parameters in the flat layout of
+  `disco_103.npz` (written by `disco.weights.save_update_rule_params`), so
+  `disco.weights.load_update_rule_params`, `run_eval` and `disco-eval` read
+  it as they read Disco103;
+* `state.npz`: every other array needed to resume (any pytree, flattened
+  under '/'-joined key paths), e.g. optimiser and agent states, random keys
+  and per-step logs;
+* `checkpoint.json`: the format version, the step, caller metadata (e.g. the
+  run's config) and the SHA-256 of both archives.
+
+The directory is written under a temporary name and renamed into place
+once complete and flushed, so a reader (or a run killed mid-write) never
+sees a partial checkpoint. Loading verifies the digests and reports a
+corrupt or truncated checkpoint with `CheckpointCorruptError`; restoring
+arrays into a caller's tree reports missing or unexpected keys, or changed
+shapes or dtypes, with `CheckpointMismatchError`. Existing checkpoints are
+never overwritten.
+"""
+
+from collections.abc import Iterator, Mapping
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import pathlib
+import re
+import shutil
+import tempfile
+from typing import Any
+import zipfile
+import zlib
+
+import jax
+import numpy as np
+
+from disco import weights
+
+PathLike = str | os.PathLike[str]
+
+FORMAT = 'disco-checkpoint'
+FORMAT_VERSION = 1
+PARAMS_FILENAME = 'update_rule_params.npz'
+STATE_FILENAME = 'state.npz'
+METADATA_FILENAME = 'checkpoint.json'
+
+_STEP_DIR = re.compile(r'^step_(\d+)$')
+_TMP_PREFIX = '.tmp-step_'
+_MAX_LISTED = 5
+_NPZ_ERRORS = (
+    ValueError,
+    EOFError,
+    OSError,
+    KeyError,
+    zipfile.BadZipFile,
+    zlib.error,
+)
+
+
+class CheckpointError(Exception):
+  """A checkpoint cannot be written or used."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+  """There is no checkpoint where one was expected."""
+
+
+class CheckpointExistsError(CheckpointError, FileExistsError):
+  """Writing would replace an existing checkpoint."""
+
+
+class CheckpointCorruptError(CheckpointError):
+  """A checkpoint's files are missing, truncated or altered."""
+
+
+class CheckpointMismatchError(CheckpointError):
+  """A checkpoint does not fit the run that tries to resume from it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+  """A loaded and verified checkpoint.
+
+  Attributes:
+    step: the step it was written at.
+    path: its directory.
+    update_rule_params: Haiku tree of float32 numpy arrays.
+    arrays: flat `{key path: numpy array}` of everything in `state.npz`.
+    metadata: the caller's metadata, as saved.
+  """
+
+  step: int
+  path: pathlib.Path
+  update_rule_params: dict[str, dict[str, np.ndarray]]
+  arrays: dict[str, np.ndarray]
+  metadata: dict[str, Any]
+
+
+# ----------------------------------------------------------------------------
+# Pytrees <-> flat dicts.
+
+
+def _entry_name(entry: Any) -> str:
+  for attribute in ('key', 'name', 'idx'):
+    if hasattr(entry, attribute):
+      return str(getattr(entry, attribute))
+  raise CheckpointError(f'Unsupported pytree path entry {entry!r}.')
+
+
+def flatten_tree(tree: Any, prefix: str = '') -> dict[str, np.ndarray]:
+  """`{'a/b/0': array}` for every leaf of `tree`, fetched to the host.
+
+  Args:
+    tree: a pytree of arrays (dicts, lists, tuples, chex dataclasses, ...).
+    prefix: prepended to every key, joined with '/'.
+
+  Returns:
+    A flat dict from '/'-joined key paths to numpy arrays.
+
+  Raises:
+    CheckpointError: if two leaves would get the same key.
+  """
+  flat = {}
+  leaves = jax.tree_util.tree_leaves_with_path(jax.device_get(tree))
+  for path, leaf in leaves:
+    key = '/'.join([prefix] * bool(prefix) + [_entry_name(e) for e in path])
+    if key in flat:
+      raise CheckpointError(f'Two leaves share the key {key!r}.')
+    flat[key] = np.asarray(leaf)
+  return flat
+
+
+def _listed(items: list[Any]) -> str:
+  shown = ', '.join(str(item) for item in items[:_MAX_LISTED])
+  if len(items) > _MAX_LISTED:
+    shown += f', ... ({len(items) - _MAX_LISTED} more)'
+  return shown
+
+
+def restore_tree(
+    template: Any, arrays: Mapping[str, np.ndarray], prefix: str = ''
+) -> Any:
+  """Fills `template`'s structure with the arrays stored under `prefix`.
+
+  Args:
+    template: a pytree whose leaves have `.shape` and `.dtype` (arrays or
+      `jax.ShapeDtypeStruct`s, e.g. from `jax.eval_shape`).
+    arrays: flat arrays, e.g. `Checkpoint.arrays`.
+    prefix: the key prefix the tree was saved under.
+
+  Returns:
+    A tree with the template's structure and the stored numpy arrays.
+
+  Raises:
+    CheckpointMismatchError: naming missing and unexpected keys and leaves
+      whose shape or dtype differ from the template's.
+  """
+  head = prefix + '/' if prefix else ''
+  stored = {k: v for k, v in arrays.items() if k.startswith(head)}
+  paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+  wanted = {}
+  for path, leaf in paths:
+    wanted[head + '/'.join(_entry_name(e) for e in path)] = leaf
+  missing = [k for k in wanted if k not in stored]
+  unexpected = sorted(set(stored) - set(wanted))
+  mismatched = []
+  for key, leaf in wanted.items():
+    if key not in stored:
+      continue
+    want = (tuple(leaf.shape), np.dtype(leaf.dtype))
+    got = (stored[key].shape, stored[key].dtype)
+    if want != got:
+      mismatched.append(
+          f'{key} (expected {want[1]}{list(want[0])}, got'
+          f' {got[1]}{list(got[0])})'
+      )
+  problems = []
+  if missing:
+    problems.append(f'{len(missing)} missing: {_listed(missing)}')
+  if unexpected:
+    problems.append(f'{len(unexpected)} unexpected: {_listed(unexpected)}')
+  if mismatched:
+    problems.append(f'{len(mismatched)} differ: {_listed(mismatched)}')
+  if problems:
+    raise CheckpointMismatchError(
+        f'The checkpoint\'s "{prefix or "state"}" arrays do not fit this run'
+        ' (was it written with another configuration?): '
+        + '; '.join(problems)
+        + '.'
+    )
+  return jax.tree_util.tree_unflatten(treedef, [stored[key] for key in wanted])
+
+
+# ----------------------------------------------------------------------------
+# Listing.
+
+
+def list_steps(root: PathLike) -> list[int]:
+  """Steps of the complete checkpoints under `root`, ascending."""
+  root = pathlib.Path(root)
+  if not root.is_dir():
+    return []
+  steps = []
+  for entry in root.iterdir():
+    match = _STEP_DIR.match(entry.name)
+    if match and entry.is_dir():
+      steps.append(int(match.group(1)))
+  return sorted(steps)
+
+
+def latest_step(root: PathLike) -> int | None:
+  """The newest checkpoint's step under `root`, or None if there is none."""
+  steps = list_steps(root)
+  return steps[-1] if steps else None
+
+
+def step_path(root: PathLike, step: int) -> pathlib.Path:
+  """The directory of the checkpoint of `step` under `root`."""
+  return pathlib.Path(root) / f'step_{step:08d}'
+
+
+# ----------------------------------------------------------------------------
+# Writing.
+
+
+def _sha256(path: pathlib.Path) -> str:
+  return weights.file_sha256(path)
+
+
+def _fsync(path: pathlib.Path) -> None:
+  with contextlib.suppress(OSError):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+      os.fsync(fd)
+    finally:
+      os.close(fd)
+
+
+def _write_npz(path: pathlib.Path, arrays: Mapping[str, np.ndarray]) -> None:
+  with open(path, 'wb') as f:
+    np.savez(f, **arrays)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def _staging_directory(root: pathlib.Path, step: int) -> Iterator[pathlib.Path]:
+  staging = pathlib.Path(
+      tempfile.mkdtemp(dir=root, prefix=f'{_TMP_PREFIX}{step:08d}-')
+  )
+  try:
+    yield staging
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def save(
+    root: PathLike,
+    step: int,
+    *,
+    update_rule_params: weights.Params,
+    arrays: Mapping[str, np.ndarray],
+    metadata: Mapping[str, Any],
+    keep: int | None = None,
+) -> pathlib.Path:
+  """Writes the checkpoint of `step` under `root`, atomically.
+
+  Args:
+    root: the run's checkpoint directory (created if needed).
+    step: the step; names the checkpoint `step_<step>`.
+    update_rule_params: Haiku tree of floating-point arrays.
+    arrays: flat `{key: array}` (see `flatten_tree`) of the other state.
+    metadata: JSON-serialisable information stored alongside.
+    keep: if set, delete all but the newest `keep` checkpoints afterwards
+      (only once the new one is in place). Staging directories of writers
+      that were killed are removed too: one run per `root`.
+
+  Returns:
+    The new checkpoint's directory.
+
+  Raises:
+    CheckpointExistsError: a checkpoint of `step` already exists; it is left
+      untouched.
+    CheckpointError: for an invalid `step` or `keep`, or unserialisable
+      metadata (nothing is written then).
+  """
+  if step < 0:
+    raise CheckpointError(f'step must be >= 0, got {step}.')
+  if keep is not None and keep < 1:
+    raise CheckpointError(f'keep must be >= 1 or None, got {keep}.')
+  root = pathlib.Path(root).expanduser()
+  root.mkdir(parents=True, exist_ok=True)
+  final = step_path(root, step)
+  if final.exists():
+    raise CheckpointExistsError(
+        f'A checkpoint already exists at {final}; refusing to overwrite it.'
+    )
+  try:
+    user_metadata = json.loads(json.dumps(dict(metadata)))
+  except (TypeError, ValueError) as e:
+    raise CheckpointError(f'Metadata is not JSON-serialisable: {e}') from e
+  with _staging_directory(root, step) as staging:
+    weights.save_update_rule_params(
+        update_rule_params, staging / PARAMS_FILENAME
+    )
+    _write_npz(staging / STATE_FILENAME, arrays)
+    record = dict(
+        format=FORMAT,
+        format_version=FORMAT_VERSION,
+        step=int(step),
+        files={
+            name: _sha256(staging / name)
+            for name in (PARAMS_FILENAME, STATE_FILENAME)
+        },
+        metadata=user_metadata,
+    )
+    with open(staging / METADATA_FILENAME, 'w') as f:
+      json.dump(record, f, indent=1, sort_keys=True)
+      f.flush()
+      os.fsync(f.fileno())
+    _fsync(staging)
+    try:
+      # Fails, rather than replacing, if `final` appeared in the meantime.
+      os.rename(staging, final)
+    except OSError as e:
+      if final.exists():
+        raise CheckpointExistsError(
+            f'A checkpoint already exists at {final}; refusing to overwrite it.'
+        ) from e
+      raise
+  _fsync(root)
+  # Staging directories left by writers that were killed mid-way.
+  for stale in root.glob(f'{_TMP_PREFIX}*'):
+    shutil.rmtree(stale, ignore_errors=True)
+  if keep is not None:
+    for old in list_steps(root)[:-keep]:
+      shutil.rmtree(step_path(root, old), ignore_errors=True)
+  return final
+
+
+# ----------------------------------------------------------------------------
+# Reading.
+
+
+def _corrupt(path: pathlib.Path, what: str) -> CheckpointCorruptError:
+  return CheckpointCorruptError(
+      f'The checkpoint at {path} is corrupt: {what}. It was left as it is;'
+      ' delete that directory to fall back to an earlier checkpoint, if any.'
+  )
+
+
+def _read_npz(path: pathlib.Path, directory: pathlib.Path):
+  try:
+    data = path.read_bytes()
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+      return {key: archive[key] for key in archive.files}
+  except _NPZ_ERRORS as e:
+    raise _corrupt(
+        directory, f'{path.name} is unreadable ({type(e).__name__}: {e})'
+    ) from e
+
+
+def load(root: PathLike, step: int | None = None) -> Checkpoint:
+  """Loads and verifies a checkpoint (by default the newest) under `root`.
+
+  Args:
+    root: the run's checkpoint directory.
+    step: which checkpoint; None for the newest.
+
+  Returns:
+    The verified `Checkpoint`.
+
+  Raises:
+    CheckpointNotFoundError: there is no (such) checkpoint under `root`.
+    CheckpointCorruptError: a file is missing, unreadable, or does not have
+      the digest recorded when it was written.
+  """
+  root = pathlib.Path(root).expanduser()
+  if step is None:
+    step = latest_step(root)
+    if step is None:
+      raise CheckpointNotFoundError(f'No checkpoint found under {root}.')
+  directory = step_path(root, step)
+  if not directory.is_dir():
+    raise CheckpointNotFoundError(
+        f'No checkpoint of step {step} under {root} (have: {list_steps(root)}).'
+    )
+  try:
+    record = json.loads((directory / METADATA_FILENAME).read_text())
+  except FileNotFoundError:
+    raise _corrupt(directory, f'{METADATA_FILENAME} is missing') from None
+  except (OSError, UnicodeDecodeError, ValueError) as e:
+    raise _corrupt(directory, f'{METADATA_FILENAME} is unreadable ({e})') from e
+  if not isinstance(record, dict) or record.get('format') != FORMAT:
+    raise _corrupt(directory, f'{METADATA_FILENAME} is not a {FORMAT} record')
+  if record.get('format_version') != FORMAT_VERSION:
+    raise CheckpointMismatchError(
+        f'The checkpoint at {directory} has format version'
+        f' {record.get("format_version")}; this version of disco reads'
+        f' version {FORMAT_VERSION}.'
+    )
+  if record.get('step') != step:
+    raise _corrupt(
+        directory,
+        f'it records step {record.get("step")} but is named for step {step}',
+    )
+  digests = record.get('files')
+  if not isinstance(digests, dict):
+    raise _corrupt(directory, 'the file digests are missing')
+  for name in (PARAMS_FILENAME, STATE_FILENAME):
+    path = directory / name
+    if not path.is_file():
+      raise _corrupt(directory, f'{name} is missing')
+    actual = _sha256(path)
+    if actual != digests.get(name):
+      raise _corrupt(
+          directory,
+          f'{name} has SHA-256 {actual}, but {digests.get(name)} was recorded'
+          ' when it was written (truncated or modified)',
+      )
+  try:
+    params = weights.load_update_rule_params(directory / PARAMS_FILENAME)
+  except weights.WeightsError as e:
+    raise _corrupt(directory, str(e)) from e
+  return Checkpoint(
+      step=step,
+      path=directory,
+      update_rule_params=params,
+      arrays=_read_npz(directory / STATE_FILENAME, directory),
+      metadata=record.get('metadata', {}),
+  )

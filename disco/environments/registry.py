@@ -1,0 +1,110 @@
+"""Environments by name, for configs and command lines.
+
+Names understood by `make_environment`:
+
+* `'catch'`: jittable Catch (`jittable_envs.CatchJittableEnvironment`), an
+  8x8 board by default.
+* `'catch-cpu'`: host-side numpy Catch (`catch.CatchEnvironment`), 8x8.
+* `'gymnax:<env id>'`, e.g. `'gymnax:CartPole-v1'`: a gymnax environment
+  through `disco.environments.gymnax_env`, which needs the `[envs]` extra.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from ml_collections import config_dict
+
+from disco.environments import base
+from disco.environments import catch
+from disco.environments import gymnax_env
+from disco.environments import jittable_envs
+from disco.environments.wrappers import batched_env
+
+CATCH = 'catch'
+CATCH_CPU = 'catch-cpu'
+GYMNAX_PREFIX = 'gymnax:'
+NAMES = (CATCH, CATCH_CPU, GYMNAX_PREFIX + '<env id>')
+
+
+class UnknownEnvironmentError(ValueError):
+  """The environment name is not one `make_environment` understands."""
+
+
+def _catch_settings(
+    defaults: config_dict.ConfigDict, overrides: Mapping[str, Any] | None
+) -> config_dict.ConfigDict:
+  settings = defaults
+  for key, value in (overrides or {}).items():
+    if key not in settings:
+      raise ValueError(
+          f'Unknown Catch setting {key!r}; known: {sorted(settings)}.'
+      )
+    settings[key] = value
+  return settings
+
+
+def make_environment(
+    name: str,
+    batch_size: int,
+    seed: int = 1,
+    settings: Mapping[str, Any] | None = None,
+) -> base.Environment:
+  """Builds the batched environment called `name`.
+
+  Args:
+    name: one of `NAMES` (see the module docstring).
+    batch_size: the number of environments in the batch.
+    seed: seed of the host-side environments' own random streams (CPU
+      Catch; a `random_seed` in `settings` takes precedence). Jittable
+      environments draw their randomness from the key given to `reset`, so
+      they ignore it.
+    settings: overrides of the environment's settings, e.g.
+      `{'rows': 5, 'columns': 5}` for Catch.
+
+  Returns:
+    The environment.
+
+  Raises:
+    UnknownEnvironmentError: if the name is not recognised.
+    ImportError: if a gymnax environment is asked for without the `[envs]`
+      extra installed.
+    ValueError: for a non-positive batch size or unknown settings.
+  """
+  if batch_size < 1:
+    raise ValueError(f'batch_size must be positive, got {batch_size}.')
+  if name == CATCH:
+    return jittable_envs.CatchJittableEnvironment(
+        batch_size=batch_size,
+        env_settings=_catch_settings(
+            jittable_envs.get_config_catch(), settings
+        ),
+    )
+  if name == CATCH_CPU:
+    env_settings = catch.get_config()
+    env_settings.random_seed = seed
+    env_settings = _catch_settings(env_settings, settings)
+    return catch.CatchEnvironment(
+        batch_size=batch_size, env_settings=env_settings
+    )
+  if name.startswith(GYMNAX_PREFIX):
+    env_id = name[len(GYMNAX_PREFIX) :]
+    if not env_id:
+      raise UnknownEnvironmentError(
+          f'{name!r} names no gymnax environment; use e.g.'
+          f' {GYMNAX_PREFIX}CartPole-v1.'
+      )
+    if settings:
+      raise ValueError('gymnax environments take no settings overrides.')
+    return gymnax_env.GymnaxEnvironment(env_id, batch_size)
+  raise UnknownEnvironmentError(
+      f'Unknown environment {name!r}; known: {", ".join(NAMES)}.'
+  )
+
+
+def is_jittable(env: base.Environment) -> bool:
+  """Whether `env.step` and `env.reset` are pure JAX (can run under jit).
+
+  Host-side environments are the batched single-stream ones; every other
+  `disco` environment is written in JAX.
+  """
+  return not isinstance(env, batched_env.BatchedSingleStreamEnvironment)

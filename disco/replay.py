@@ -1,0 +1,267 @@
+"""A first-in-first-out replay buffer of trajectories, kept on the host.
+
+`SimpleReplayBuffer` behaves like the reference eval loop's buffer: a batch
+of trajectories is split along its batch axis into single trajectories,
+which are appended in order; once `capacity` is reached the oldest ones are
+dropped. Sampling draws `batch_size` positions uniformly with replacement
+from `numpy.random.default_rng(seed).integers` and stacks the trajectories
+back along the batch axis. Position 0 is the oldest trajectory held, as in a
+`collections.deque(maxlen=capacity)`, so a given seed samples exactly the
+same trajectories as the reference.
+
+Storage is one preallocated numpy array per leaf with the capacity in place
+of the batch axis (a ring), so adding and sampling are single vectorised
+copies rather than per-trajectory Python objects.
+
+`ReplayState` with `init_replay_state`, `add_to_replay` and
+`sample_from_replay` is the same FIFO ring as pure JAX functions, for loops
+that run entirely on the device (its sampling uses a JAX key instead).
+"""
+
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class SimpleReplayBuffer:
+  """FIFO replay of trajectories split along a batch axis.
+
+  Attributes:
+    capacity: the most trajectories held at once.
+    batch_axis: the axis of each leaf that indexes trajectories.
+  """
+
+  def __init__(self, capacity: int, seed: int, batch_axis: int = 2):
+    """Creates an empty buffer.
+
+    Args:
+      capacity: the most trajectories held at once.
+      seed: seed of the numpy generator that draws sample positions.
+      batch_axis: the axis along which added batches are split and sampled
+        batches are stacked. 2 suits the `pmap` layout [D, T, B, ...] of the
+        eval loop; use 1 for plain [T, B, ...] rollouts.
+
+    Raises:
+      ValueError: for a non-positive capacity or a negative axis.
+    """
+    if capacity < 1:
+      raise ValueError(f'capacity must be positive, got {capacity}.')
+    if batch_axis < 0:
+      raise ValueError(f'batch_axis must be >= 0, got {batch_axis}.')
+    self.capacity = capacity
+    self.batch_axis = batch_axis
+    self._np_rng = np.random.default_rng(seed)
+    self._treedef = None
+    self._storage: list[np.ndarray] = []
+    self._size = 0
+    self._next = 0  # Ring slot the next trajectory is written to.
+
+  def __len__(self) -> int:
+    """The number of trajectories held."""
+    return self._size
+
+  def _allocate(self, leaves: list[np.ndarray]) -> None:
+    self._storage = []
+    for leaf in leaves:
+      shape = list(leaf.shape)
+      shape[self.batch_axis] = self.capacity
+      self._storage.append(np.zeros(shape, dtype=leaf.dtype))
+
+  def add(self, batch: chex.ArrayTree) -> None:
+    """Appends every trajectory of `batch` (fetched to the host first).
+
+    Args:
+      batch: a tree (e.g. an `ActorRollout`) whose leaves all have the same
+        size along `batch_axis`; the other axes and the structure must match
+        earlier additions.
+
+    Raises:
+      ValueError: on a structure, shape or batch-size mismatch.
+    """
+    leaves, treedef = jax.tree.flatten(jax.device_get(batch))
+    leaves = [np.asarray(leaf) for leaf in leaves]
+    if not leaves:
+      raise ValueError('Cannot add an empty tree to the replay buffer.')
+    for leaf in leaves:
+      if leaf.ndim <= self.batch_axis:
+        raise ValueError(
+            f'Leaves need a batch axis {self.batch_axis}; got a leaf of shape'
+            f' {leaf.shape}.'
+        )
+    sizes = {leaf.shape[self.batch_axis] for leaf in leaves}
+    if len(sizes) != 1:
+      raise ValueError(
+          f'Leaves disagree on the batch size along axis {self.batch_axis}:'
+          f' {sorted(sizes)}.'
+      )
+    (num_new,) = sizes
+    if self._treedef is None:
+      self._treedef = treedef
+      self._allocate(leaves)
+    elif treedef != self._treedef:
+      raise ValueError(
+          f"Tree structure {treedef} differs from the buffer's {self._treedef}."
+      )
+    # Only the newest `capacity` trajectories can survive this addition.
+    first = max(0, num_new - self.capacity)
+    slots = (self._next + np.arange(first, num_new)) % self.capacity
+    for store, leaf in zip(self._storage, leaves, strict=True):
+      expected = (
+          store.shape[: self.batch_axis] + store.shape[self.batch_axis + 1 :]
+      )
+      got = leaf.shape[: self.batch_axis] + leaf.shape[self.batch_axis + 1 :]
+      if got != expected:
+        raise ValueError(
+            f"Trajectory shape {got} differs from the buffer's {expected}."
+        )
+      new = np.take(leaf, np.arange(first, num_new), axis=self.batch_axis)
+      index = (slice(None),) * self.batch_axis + (slots,)
+      store[index] = new
+    self._next = (self._next + num_new) % self.capacity
+    self._size = min(self.capacity, self._size + num_new)
+
+  def sample_indices(self, batch_size: int) -> np.ndarray:
+    """Draws `batch_size` positions (0 = oldest) uniformly with replacement.
+
+    Raises:
+      ValueError: if the buffer is empty.
+    """
+    if not self._size:
+      raise ValueError('Cannot sample from an empty replay buffer.')
+    return self._np_rng.integers(self._size, size=batch_size)
+
+  def gather(self, indices: np.ndarray) -> Any:
+    """The trajectories at `indices`, stacked along `batch_axis`."""
+    indices = np.asarray(indices)
+    if indices.ndim != 1:
+      raise ValueError(f'indices must be 1-D, got shape {indices.shape}.')
+    if np.any((indices < 0) | (indices >= self._size)):
+      raise IndexError(
+          f'Indices must lie in [0, {self._size}); got {indices.tolist()}.'
+      )
+    oldest = (self._next - self._size) % self.capacity
+    slots = (oldest + indices) % self.capacity
+    leaves = [
+        np.take(store, slots, axis=self.batch_axis) for store in self._storage
+    ]
+    return jax.tree.unflatten(self._treedef, leaves)
+
+  def sample(self, batch_size: int) -> Any:
+    """`batch_size` trajectories drawn uniformly, stacked along the axis."""
+    return self.gather(self.sample_indices(batch_size))
+
+
+# ----------------------------------------------------------------------------
+# The same FIFO buffer as a pure-JAX state, for loops fused under `jit`.
+
+
+@chex.dataclass(frozen=True)
+class ReplayState:
+  """A FIFO ring of trajectories held in device arrays.
+
+  Attributes:
+    storage: a tree whose leaves have the capacity C in place of the batch
+      axis, e.g. [T, C, ...].
+    size: [] int32, the number of trajectories held (at most C).
+    next_slot: [] int32, the ring slot written next.
+  """
+
+  storage: chex.ArrayTree
+  size: chex.Array
+  next_slot: chex.Array
+
+
+def _capacity(state: ReplayState, batch_axis: int) -> int:
+  return jax.tree.leaves(state.storage)[0].shape[batch_axis]
+
+
+def init_replay_state(
+    example_batch: chex.ArrayTree, capacity: int, batch_axis: int = 1
+) -> ReplayState:
+  """An empty buffer for batches shaped like `example_batch`.
+
+  Args:
+    example_batch: arrays or `jax.ShapeDtypeStruct`s of one batch.
+    capacity: the most trajectories held at once.
+    batch_axis: the axis indexing trajectories (1 for [T, B, ...]).
+
+  Returns:
+    The empty `ReplayState`.
+  """
+
+  def _zeros(leaf):
+    shape = list(leaf.shape)
+    shape[batch_axis] = capacity
+    return jnp.zeros(shape, leaf.dtype)
+
+  return ReplayState(
+      storage=jax.tree.map(_zeros, example_batch),
+      size=jnp.zeros((), jnp.int32),
+      next_slot=jnp.zeros((), jnp.int32),
+  )
+
+
+def add_to_replay(
+    state: ReplayState, batch: chex.ArrayTree, batch_axis: int = 1
+) -> ReplayState:
+  """Appends the trajectories of `batch`, overwriting the oldest when full.
+
+  Args:
+    state: the buffer.
+    batch: a tree shaped like the buffer's example batch, with at most
+      `capacity` trajectories along `batch_axis`.
+    batch_axis: the axis indexing trajectories.
+
+  Returns:
+    The new `ReplayState`.
+  """
+  capacity = _capacity(state, batch_axis)
+  num_new = jax.tree.leaves(batch)[0].shape[batch_axis]
+  if num_new > capacity:
+    raise ValueError(
+        f'Cannot add {num_new} trajectories to a buffer of {capacity}.'
+    )
+  slots = (state.next_slot + jnp.arange(num_new, dtype=jnp.int32)) % capacity
+  index = (slice(None),) * batch_axis + (slots,)
+  storage = jax.tree.map(
+      lambda store, new: store.at[index].set(new.astype(store.dtype)),
+      state.storage,
+      batch,
+  )
+  return ReplayState(
+      storage=storage,
+      size=jnp.minimum(state.size + num_new, capacity),
+      next_slot=(state.next_slot + num_new) % capacity,
+  )
+
+
+def sample_from_replay(
+    state: ReplayState,
+    rng: chex.PRNGKey,
+    batch_size: int,
+    batch_axis: int = 1,
+) -> tuple[chex.ArrayTree, chex.Array]:
+  """Draws `batch_size` trajectories uniformly with replacement.
+
+  Args:
+    state: a non-empty buffer (an empty one yields zeros).
+    rng: key for the draw.
+    batch_size: the number of trajectories.
+    batch_axis: the axis indexing trajectories.
+
+  Returns:
+    (the trajectories stacked along `batch_axis`, [batch_size] positions
+    drawn, 0 = oldest).
+  """
+  capacity = _capacity(state, batch_axis)
+  positions = jax.random.randint(
+      rng, (batch_size,), 0, jnp.maximum(state.size, 1)
+  )
+  slots = (state.next_slot - state.size + positions) % capacity
+  batch = jax.tree.map(
+      lambda store: jnp.take(store, slots, axis=batch_axis), state.storage
+  )
+  return batch, positions

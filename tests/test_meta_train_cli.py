@@ -1,0 +1,182 @@
+"""Tests for `disco-meta-train` (`disco.meta_train_cli`).
+
+The command runs in-process (`main(argv)`) with a tiny config, so that it
+shares the compiled meta-update with the other tests of the worker.
+"""
+
+import csv
+import importlib.metadata
+import json
+import pathlib
+
+import chex
+import numpy as np
+import pytest
+
+from disco import checkpoint
+from disco import meta_train
+from disco import meta_train_cli
+from disco import weights
+
+_TINY_ARGS = [
+    '--rollout_len=4',
+    '--batch_size_per_device=4',
+    '--agent_dense=16',
+    '--agent_head_mlp_hiddens=8',
+    '--agent-lstm-size=8',
+    '--value_dense=16',
+    '--checkpoint_every=1',
+]
+_TINY = meta_train.MetaTrainConfig(
+    num_steps=2,
+    rollout_len=4,
+    batch_size_per_device=4,
+    agent_dense=(16,),
+    agent_head_mlp_hiddens=(8,),
+    agent_lstm_size=8,
+    value_dense=(16,),
+    checkpoint_every=1,
+)
+
+
+def _rows(path: pathlib.Path) -> list[dict[str, str]]:
+  with open(path, newline='') as f:
+    return list(csv.DictReader(f))
+
+
+def test_console_script_is_declared():
+  (entry,) = [
+      e
+      for e in importlib.metadata.entry_points(group='console_scripts')
+      if e.name == 'disco-meta-train'
+  ]
+  assert entry.value == 'disco.meta_train_cli:main'
+  assert entry.load() is meta_train_cli.main
+
+
+def test_help_lists_every_config_field(capsys):
+  with pytest.raises(SystemExit) as info:
+    meta_train_cli.main(['--help'])
+  assert info.value.code == 0
+  text = capsys.readouterr().out
+  for field in meta_train.MetaTrainConfig().to_dict():
+    assert f'--{field}' in text, field
+  assert '--resume' in text and 'disco103' in text
+
+
+def test_run_writes_everything_and_resumes(tmp_path, capsys):
+  out = tmp_path / 'run'
+  status = meta_train_cli.main(_TINY_ARGS + ['--num_steps=2', f'--out={out}'])
+  captured = capsys.readouterr()
+  assert status == 0, captured.err
+  assert 'meta-step' in captured.err  # The tqdm bar.
+  for name in (
+      'config.json',
+      'log.csv',
+      'update_rule_params.npz',
+      'rewards.png',
+      'meta_loss.png',
+      'meta_grad_norm.png',
+  ):
+    assert (out / name).is_file(), name
+    assert str(out / name) in captured.out, name
+  assert str(checkpoint.step_path(out / 'checkpoints', 2)) in captured.out
+  assert 'share of positive rewards' in captured.out
+  assert json.loads((out / 'config.json').read_text()) == _TINY.to_dict()
+  rows = _rows(out / 'log.csv')
+  assert [r['step'] for r in rows] == ['1', '2']
+  assert {'meta_loss', 'pos_rewards', 'neg_rewards', 'meta_grad_norm'} <= set(
+      rows[0]
+  )
+  for png in ('rewards.png', 'meta_loss.png', 'meta_grad_norm.png'):
+    assert (out / png).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+  # Same run, same rule as the library's.
+  direct = meta_train.run_meta_train(_TINY)
+  saved = weights.load_update_rule_params(out / 'update_rule_params.npz')
+  chex.assert_trees_all_equal(saved, direct.update_rule_params)
+  np.testing.assert_array_equal(
+      [float(r['meta_loss']) for r in rows], direct.logs['meta_loss']
+  )
+
+  # Without --resume the directory is not reused.
+  assert meta_train_cli.main(_TINY_ARGS + [f'--out={out}']) == 1
+  assert '--resume' in capsys.readouterr().err
+
+  # A resume with another config is refused and changes nothing.
+  config_before = (out / 'config.json').read_text()
+  assert (
+      meta_train_cli.main([f'--out={out}', '--resume', '--agent_dense=32']) == 1
+  )
+  assert 'agent_dense' in capsys.readouterr().err
+  assert (out / 'config.json').read_text() == config_before
+
+  # --resume reads config.json; --num_steps extends the run.
+  status = meta_train_cli.main(
+      [f'--out={out}', '--resume', '--num_steps=3', '--no_progress']
+  )
+  assert status == 0, capsys.readouterr().err
+  rows = _rows(out / 'log.csv')
+  assert [r['step'] for r in rows] == ['1', '2', '3']
+  longer = meta_train.run_meta_train(_TINY.replace(num_steps=3))
+  chex.assert_trees_all_equal(
+      weights.load_update_rule_params(out / 'update_rule_params.npz'),
+      longer.update_rule_params,
+  )
+  np.testing.assert_array_equal(
+      [float(r['meta_loss']) for r in rows], longer.logs['meta_loss']
+  )
+
+
+def test_init_from_a_file_and_bad_inputs(tmp_path, capsys):
+  rule = tmp_path / 'rule.npz'
+  weights.save_update_rule_params(meta_train.random_init_params(_TINY), rule)
+  out = tmp_path / 'from_file'
+  status = meta_train_cli.main(
+      _TINY_ARGS
+      + ['--num_steps=1', f'--init={rule}', f'--out={out}', '--no_progress']
+  )
+  assert status == 0, capsys.readouterr().err
+  # Starting from the random init's file is the random-init run.
+  direct = meta_train.run_meta_train(_TINY.replace(num_steps=1))
+  chex.assert_trees_all_equal(
+      weights.load_update_rule_params(out / 'update_rule_params.npz'),
+      direct.update_rule_params,
+  )
+
+  assert (
+      meta_train_cli.main([f'--init={tmp_path / "nope.npz"}', '--no_progress'])
+      == 1
+  )
+  assert 'nope.npz' in capsys.readouterr().err
+  assert meta_train_cli.main(['--num_agents=0']) == 2
+  assert 'num_agents' in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    meta_train_cli.main(['--agent_dense=a,b'])
+  assert meta_train_cli.main([f'--out={tmp_path / "none"}', '--resume']) == 1
+  assert 'config.json does not exist' in capsys.readouterr().err
+
+
+def test_interrupt_points_at_the_checkpoint(tmp_path, capsys, monkeypatch):
+  out = tmp_path / 'run'
+
+  def _interrupted(config, *, checkpoint_dir, **kwargs):
+    del kwargs
+    checkpoint.save(
+        checkpoint_dir,
+        1,
+        update_rule_params={'m': {'w': np.zeros(1, np.float32)}},
+        arrays={},
+        metadata={},
+    )
+    assert config.num_steps == 2
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(meta_train, 'run_meta_train', _interrupted)
+  status = meta_train_cli.main(
+      _TINY_ARGS + ['--num_steps=2', f'--out={out}', '--no_progress']
+  )
+  assert status == 130
+  err = capsys.readouterr().err
+  assert str(checkpoint.step_path(out / 'checkpoints', 1)) in err
+  assert f'disco-meta-train --out {out} --resume' in err

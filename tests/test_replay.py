@@ -1,0 +1,135 @@
+"""Tests for `disco.replay`: the host FIFO buffer and its on-device twin."""
+
+import collections
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from disco import replay
+
+
+def _batch(start: int, size: int) -> dict[str, np.ndarray]:
+  """Trajectories numbered start, start+1, ... along axis 2 of [D=2, T=3, B]."""
+  ids = np.arange(start, start + size, dtype=np.float32).reshape(1, 1, size)
+  ids = ids * np.ones((2, 3, 1), np.float32)
+  return {
+      'obs': ids[..., None] * np.ones(4, np.float32),  # [2, 3, B, 4]
+      'act': ids.astype(np.int32),  # [2, 3, B]
+  }
+
+
+class _DequeBuffer:
+  """The reference's buffer, written plainly: a deque of trajectories."""
+
+  def __init__(self, capacity, seed):
+    self.items = collections.deque(maxlen=capacity)
+    self.rng = np.random.default_rng(seed)
+
+  def add(self, batch):
+    for i in range(batch['act'].shape[2]):
+      self.items.append(jax.tree.map(lambda x, i=i: x[:, :, i], batch))
+
+  def sample(self, batch_size):
+    indices = self.rng.integers(len(self.items), size=batch_size)
+    chosen = [self.items[i] for i in indices]
+    return jax.tree.map(lambda *xs: np.stack(xs, axis=2), *chosen)
+
+
+def test_matches_a_deque_with_the_same_seed():
+  buffer = replay.SimpleReplayBuffer(capacity=5, seed=17)
+  reference = _DequeBuffer(capacity=5, seed=17)
+  next_id = 0
+  for size in (2, 2, 3, 1, 4, 2):
+    batch = _batch(next_id, size)
+    next_id += size
+    buffer.add(batch)
+    reference.add(batch)
+    assert len(buffer) == len(reference.items)
+    chex.assert_trees_all_equal(buffer.sample(7), reference.sample(7))
+
+
+def test_fifo_keeps_the_newest_trajectories():
+  buffer = replay.SimpleReplayBuffer(capacity=4, seed=0)
+  buffer.add(_batch(0, 3))
+  buffer.add(_batch(3, 3))
+  assert len(buffer) == 4
+  # Position 0 is the oldest trajectory still held: number 2.
+  got = buffer.gather(np.arange(4))
+  np.testing.assert_array_equal(got['act'][0, 0], [2, 3, 4, 5])
+  assert got['obs'].shape == (2, 3, 4, 4)
+
+
+def test_a_batch_larger_than_the_capacity_keeps_its_tail():
+  buffer = replay.SimpleReplayBuffer(capacity=3, seed=0)
+  buffer.add(_batch(0, 5))
+  np.testing.assert_array_equal(
+      buffer.gather(np.arange(3))['act'][1, 2], [2, 3, 4]
+  )
+
+
+def test_plain_time_major_batches_with_batch_axis_1():
+  buffer = replay.SimpleReplayBuffer(capacity=8, seed=3, batch_axis=1)
+  rollout = {'r': np.arange(12.0).reshape(3, 4)}  # [T, B]
+  buffer.add(rollout)
+  np.testing.assert_array_equal(
+      buffer.gather(np.array([3, 0]))['r'], rollout['r'][:, [3, 0]]
+  )
+
+
+def test_errors():
+  buffer = replay.SimpleReplayBuffer(capacity=4, seed=0)
+  with pytest.raises(ValueError, match='empty'):
+    buffer.sample(2)
+  buffer.add(_batch(0, 2))
+  with pytest.raises(ValueError, match='structure'):
+    buffer.add({'obs': _batch(0, 2)['obs']})
+  with pytest.raises(ValueError, match='shape'):
+    buffer.add(jax.tree.map(lambda x: x[:, :2], _batch(0, 2)))
+  with pytest.raises(ValueError, match='disagree'):
+    buffer.add({'obs': _batch(0, 2)['obs'], 'act': _batch(0, 3)['act']})
+  with pytest.raises(IndexError):
+    buffer.gather(np.array([2]))
+  with pytest.raises(ValueError, match='capacity'):
+    replay.SimpleReplayBuffer(capacity=0, seed=0)
+
+
+class DeviceReplayTest(chex.TestCase):
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_add_wraps_around_and_keeps_the_newest(self):
+    example = {'x': jnp.zeros((2, 3)), 'a': jnp.zeros((2, 3), jnp.int32)}
+    state = replay.init_replay_state(example, capacity=4)
+    add = self.variant(replay.add_to_replay)
+    for start in (0, 3):
+      ids = jnp.arange(start, start + 3)
+      state = add(
+          state, {'x': jnp.stack([ids, ids]) * 1.0, 'a': jnp.stack([ids, ids])}
+      )
+    self.assertEqual(int(state.size), 4)
+    self.assertEqual(int(state.next_slot), 2)
+    # Slots hold 4, 5, 2, 3: trajectory 2 is the oldest (position 0).
+    np.testing.assert_array_equal(state.storage['a'][0], [4, 5, 2, 3])
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_sample_returns_the_trajectories_at_the_drawn_positions(self):
+    example = {'a': jnp.zeros((2, 5), jnp.int32)}
+    state = replay.init_replay_state(example, capacity=8)
+    ids = jnp.arange(10, 15)
+    state = replay.add_to_replay(state, {'a': jnp.stack([ids, -ids])})
+    sample = self.variant(
+        replay.sample_from_replay, static_argnames='batch_size'
+    )
+    batch, positions = sample(state, jax.random.PRNGKey(1), batch_size=64)
+    self.assertEqual(batch['a'].shape, (2, 64))
+    np.testing.assert_array_equal(batch['a'][0], 10 + positions)
+    np.testing.assert_array_equal(batch['a'][1], -(10 + positions))
+    # Only filled slots are drawn, and all of them are.
+    self.assertEqual(set(np.asarray(positions).tolist()), set(range(5)))
+
+  def test_adding_more_than_the_capacity_is_an_error(self):
+    state = replay.init_replay_state({'a': jnp.zeros((1, 3))}, capacity=2)
+    with self.assertRaisesRegex(ValueError, 'Cannot add 3'):
+      replay.add_to_replay(state, {'a': jnp.zeros((1, 3))})
