@@ -16,9 +16,11 @@ line per figure:
   <mode> peak_rss_gib          the process's peak resident memory
 
 followed by the fast path's speed-ups over the faithful loop. Modes:
-`faithful`, `fast` and `fast_vmapN` (N seeds `vmap`ped in one program; its
-rates count the learner and environment steps of all seeds, and
-`s_per_step_per_seed` is the per-seed cost of an iteration).
+`faithful`, `faithful_full_buffer` (the faithful loop storing every
+behaviour output in the buffer, as the reference does; not run by default),
+`fast` and `fast_vmapN` (N seeds `vmap`ped in one program; its rates count
+the learner and environment steps of all seeds, and `s_per_step_per_seed`
+is the per-seed cost of an iteration).
 
 Usage:
 
@@ -56,7 +58,11 @@ def _child(mode: str, steps: int, cache: str | None) -> None:
 
   match = re.fullmatch(r'fast_vmap(\d+)', mode)
   num_seeds = int(match.group(1)) if match else 1
-  config = eval_lib.EvalConfig(num_steps=steps, fast=mode != 'faithful')
+  config = eval_lib.EvalConfig(
+      num_steps=steps,
+      fast=mode.startswith('fast'),
+      store_behaviour_outs=mode == 'faithful_full_buffer',
+  )
   times = []
 
   def progress(step, metrics):

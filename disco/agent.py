@@ -388,6 +388,32 @@ class Agent:
     return new_learner_state, last_agent_net_state, logs
 
 
+def use_mlp_network(
+    settings: config_dict.ConfigDict,
+    *,
+    dense: tuple[int, ...],
+    lstm_size: int,
+    head_mlp_hiddens: tuple[int, ...],
+    head_w_init_std: float,
+) -> config_dict.ConfigDict:
+  """Gives `settings` the colabs' agent: an MLP torso, an LSTM action model.
+
+  Both reference colabs train this network whatever the update rule; only
+  its sizes differ between them.
+  """
+  settings.net_settings.name = 'mlp'
+  settings.net_settings.net_args = dict(
+      dense=tuple(dense),
+      model_arch_name='lstm',
+      head_w_init_std=head_w_init_std,
+      model_kwargs=dict(
+          head_mlp_hiddens=tuple(head_mlp_hiddens),
+          lstm_size=lstm_size,
+      ),
+  )
+  return settings
+
+
 def get_settings_disco() -> config_dict.ConfigDict:
   """Settings of an agent trained by Disco103 (the reference's values)."""
   return config_dict.ConfigDict(

@@ -323,16 +323,12 @@ def make_agent_settings(config: EvalConfig) -> config_dict.ConfigDict:
   As in the reference colab, the rule's settings get the colab's MLP agent
   network and learning rate, whatever the rule.
   """
-  settings = _SETTINGS_FNS[config.rule]()
-  settings.net_settings.name = 'mlp'
-  settings.net_settings.net_args = dict(
+  settings = agent_lib.use_mlp_network(
+      _SETTINGS_FNS[config.rule](),
       dense=config.dense,
-      model_arch_name='lstm',
+      lstm_size=config.lstm_size,
+      head_mlp_hiddens=config.head_mlp_hiddens,
       head_w_init_std=config.head_w_init_std,
-      model_kwargs=dict(
-          head_mlp_hiddens=config.head_mlp_hiddens,
-          lstm_size=config.lstm_size,
-      ),
   )
   settings.learning_rate = config.learning_rate
   return settings

@@ -232,16 +232,12 @@ class MetaTrainConfig:
 
   def agent_settings(self) -> config_dict.ConfigDict:
     """Settings of the population's agents (`agent.Agent`)."""
-    settings = agent_lib.get_settings_disco()
-    settings.net_settings.name = 'mlp'
-    settings.net_settings.net_args = dict(
+    settings = agent_lib.use_mlp_network(
+        agent_lib.get_settings_disco(),
         dense=self.agent_dense,
-        model_arch_name='lstm',
+        lstm_size=self.agent_lstm_size,
+        head_mlp_hiddens=self.agent_head_mlp_hiddens,
         head_w_init_std=self.agent_head_w_init_std,
-        model_kwargs=dict(
-            head_mlp_hiddens=self.agent_head_mlp_hiddens,
-            lstm_size=self.agent_lstm_size,
-        ),
     )
     settings.learning_rate = self.agent_learning_rate
     return settings

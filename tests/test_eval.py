@@ -249,6 +249,23 @@ def test_gymnax_environment_through_the_fast_path():
   assert np.all(history.avg_returns[ended] >= 1)
 
 
+def test_disco103_on_a_minatar_game_through_the_faithful_loop():
+  # The observation (10x10x4) and action (3) sizes come from the specs.
+  config = eval_lib.EvalConfig(env='gymnax:Breakout-MinAtar', **TINY)
+  history = eval_lib.run_eval(config)
+  assert len(history) == config.num_steps
+  learned = history.logs['total_loss'][_FIRST_LEARNER_ITERATION - 1 :]
+  assert np.all(np.isfinite(learned))
+  assert np.all(np.isnan(history.logs['total_loss'][:3]))
+  torso = history.params['mlp/~_embedding_pass/torso/~/linear_0']['w']
+  assert torso.shape == (10 * 10 * 4, 16)
+  policy_head = history.params['mlp/~_head_pass/torso_head/~/linear_0']['w']
+  assert policy_head.shape == (16, 3)
+  # Breakout pays 0 or 1 per brick; returns are counts of bricks.
+  ended = history.num_episodes > 0
+  assert np.all(history.total_returns[ended] >= 0)
+
+
 # ----------------------------------------------------------------------------
 # Smoke runs.
 
