@@ -643,6 +643,20 @@ def _mean_over_devices(logs: Mapping[str, Any]) -> dict[str, float]:
   return {k: float(np.mean(v, axis=0)) for k, v in jax.device_get(logs).items()}
 
 
+def _unroll_fn(setup: _Setup):
+  """(params, actor state, timestep, env state, rng) -> a rollout and more.
+
+  The jittable actor unroll of both loops, bound to the run's environment,
+  rollout length and agent.
+  """
+  return functools.partial(
+      acting.unroll_jittable_actor,
+      env=setup.env,
+      rollout_len=setup.config.rollout_len,
+      actor_step_fn=setup.agent.actor_step,
+  )
+
+
 @dataclasses.dataclass(frozen=True)
 class _FaithfulFns:
   """The faithful loop's `pmap`ped functions, reusable across seeds."""
@@ -672,16 +686,11 @@ class _FaithfulFns:
           accumulate=jax.jit(jax.vmap(acting.accumulate_rewards)),
       )
 
+    unroll = _unroll_fn(setup)
+
     def act(params, actor_state, timestep, env_state, rng, acc_rewards):
-      rollout, actor_state, timestep, env_state = acting.unroll_jittable_actor(
-          params,
-          actor_state,
-          timestep,
-          env_state,
-          rng,
-          env=env,
-          rollout_len=config.rollout_len,
-          actor_step_fn=agent.actor_step,
+      rollout, actor_state, timestep, env_state = unroll(
+          params, actor_state, timestep, env_state, rng
       )
       acc_rewards, returns = acting.accumulate_rewards(
           acc_rewards, rollout.rewards, rollout.discounts
@@ -834,17 +843,7 @@ def _make_fast_fns(setup: _Setup):
   num_devices = setup.num_devices
   learn_fn = _make_learn_fn(setup)
 
-  def unroll(params, actor_state, timestep, env_state, rng):
-    return acting.unroll_jittable_actor(
-        params,
-        actor_state,
-        timestep,
-        env_state,
-        rng,
-        env=env,
-        rollout_len=config.rollout_len,
-        actor_step_fn=agent.actor_step,
-    )
+  unroll = _unroll_fn(setup)
 
   def init(seed_key, sample_key):
     env_state, timestep = _device_slice(env.reset(seed_key), num_devices)

@@ -7,8 +7,9 @@ in the way papermill injects parameters; everything else runs as written.
 
 import pathlib
 
-import nbclient
 import nbformat
+
+from tests import notebooks
 
 _NOTEBOOK = (
     pathlib.Path(__file__).resolve().parents[1] / 'colabs' / 'eval.ipynb'
@@ -47,22 +48,7 @@ def test_notebook_runs_and_plots():
   notebook.cells.insert(
       _tagged(notebook, 'config') + 1, nbformat.v4.new_code_cell(_SHRINK)
   )
-  client = nbclient.NotebookClient(
-      notebook,
-      timeout=600,
-      kernel_name='python3',
-      resources={'metadata': {'path': str(_NOTEBOOK.parent)}},
-  )
-  client.execute()  # Raises CellExecutionError on any failing cell.
-
-  texts, images = [], 0
-  for cell in notebook.cells:
-    for output in cell.get('outputs', []):
-      texts.append(output.get('text', ''))
-      data = output.get('data', {})
-      texts.append(data.get('text/plain', ''))
-      images += 'image/png' in data
-  text = '\n'.join(texts)
+  text, images = notebooks.execute(notebook, str(_NOTEBOOK.parent), timeout=600)
   assert 'Loaded 42 tensors.' in text
   assert '5 iterations, 50 environment steps' in text
   assert images == 1

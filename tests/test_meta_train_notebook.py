@@ -7,11 +7,11 @@ injects parameters); every other cell runs as written, in a fresh kernel.
 import pathlib
 
 import chex
-import nbclient
 import nbformat
 
 from disco import checkpoint
 from disco import weights
+from tests import notebooks
 
 _NOTEBOOK = (
     pathlib.Path(__file__).resolve().parents[1] / 'colabs' / 'meta_train.ipynb'
@@ -53,22 +53,7 @@ def test_notebook_is_thin():
 def test_notebook_runs_and_plots(tmp_path):
   notebook = nbformat.read(_NOTEBOOK, as_version=4)
   notebook.cells[_parameters_cell(notebook)].source = _TINY
-  client = nbclient.NotebookClient(
-      notebook,
-      timeout=900,
-      kernel_name='python3',
-      resources={'metadata': {'path': str(tmp_path)}},
-  )
-  client.execute()  # Raises CellExecutionError if a cell fails.
-
-  texts, images = [], 0
-  for cell in notebook.cells:
-    for output in cell.get('outputs', []):
-      texts.append(output.get('text', ''))
-      data = output.get('data', {})
-      texts.append(data.get('text/plain', ''))
-      images += 'image/png' in data
-  text = '\n'.join(texts)
+  text, images = notebooks.execute(notebook, str(tmp_path), timeout=900)
   assert '2 meta-steps' in text
   assert images == 2
   assert checkpoint.list_steps(tmp_path / 'checkpoints') == [2]
