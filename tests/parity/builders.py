@@ -130,7 +130,7 @@ def like(template: Any, flat: Mapping[str, np.ndarray]) -> Any:
 @functools.cache
 def disco103() -> dict[str, dict[str, np.ndarray]]:
   """The Disco103 parameters stored with the goldens (input data)."""
-  return golden.Case('disco103_meta_params').haiku('params')
+  return golden.Case('disco103_meta_params', record=False).haiku('params')
 
 
 def weights_path() -> str:

@@ -1,10 +1,11 @@
 """Loading and comparing the reference's golden parity cases.
 
 The goldens live outside the repository (see ../shared/parity/MANIFEST.md),
-in the directory named by `$DISCO_PARITY_DIR`. Each case is `<name>.npz`
-(flat `/`-joined keys) plus `<name>.json` (config, notes, tolerance). When
-the directory or a case is missing the test fails under CI (`$CI` set) and
-is skipped, with instructions, elsewhere.
+in the directory named by `$DISCO_PARITY_DIR`, one set per kind of machine
+they were recorded on (`platforms.py` picks the set and the mode). Each
+case is `<name>.npz` (flat `/`-joined keys) plus `<name>.json` (config,
+notes, tolerance). When the directory or a case is missing the test fails
+under CI (`$CI` set) and is skipped, with instructions, elsewhere.
 """
 
 from collections.abc import Callable, Iterator, Mapping
@@ -18,8 +19,13 @@ import jax
 import numpy as np
 import pytest
 
+from tests.parity import platforms
+
 PARITY_DIR_ENV = 'DISCO_PARITY_DIR'
 REPORT_ENV = 'DISCO_PARITY_REPORT'
+
+NATIVE = platforms.NATIVE
+CROSS = platforms.CROSS
 
 _HOW_TO_GET = (
     'The parity goldens are recorded from the reference implementation and'
@@ -35,22 +41,70 @@ def _missing(message: str) -> None:
   pytest.skip(message)
 
 
-def parity_dir() -> pathlib.Path:
-  """The goldens' directory; fails (CI) or skips (elsewhere) if unset."""
+def root_dir() -> pathlib.Path:
+  """The main goldens' directory; fails (CI) or skips (elsewhere) if unset."""
   value = os.environ.get(PARITY_DIR_ENV)
   if not value:
     _missing(f'${PARITY_DIR_ENV} is not set.')
-  path = pathlib.Path(value)
+  path = pathlib.Path(value).resolve()
   if not path.is_dir():
     _missing(f'${PARITY_DIR_ENV}={value} is not a directory.')
   return path
 
 
-class Case:
-  """One golden case: its arrays (`npz`) and its JSON sidecar (`meta`)."""
+def selection() -> platforms.Selection:
+  """The golden set and mode of this run; fails if they cannot be had."""
+  try:
+    return platforms.select(root_dir())
+  except platforms.SelectionError as e:
+    pytest.fail(str(e), pytrace=False)
 
-  def __init__(self, name: str):
-    directory = parity_dir()
+
+# The cases each test loaded, with their modes, for the report (conftest.py).
+loaded: list[tuple[str, str, str]] = []
+
+
+class Case:
+  """One golden case: its arrays (`npz`) and its JSON sidecar (`meta`).
+
+  Attributes:
+    name: the case.
+    mode: NATIVE or CROSS: which tolerances apply (see `pick`).
+    platform: the kind of machine the loaded set was recorded on.
+    arrays: {key: array}.
+    meta: the JSON sidecar.
+  """
+
+  def __init__(
+      self,
+      name: str,
+      *,
+      directory: pathlib.Path | None = None,
+      cross: str | None = None,
+      record: bool = True,
+  ):
+    """Loads `name` from this run's set (or from `directory`).
+
+    Args:
+      name: the case.
+      directory: a set to load from instead of this run's (e.g. another
+        platform's, to measure the reference's own spread).
+      cross: force cross-platform tolerances against this run's set,
+        saying why (e.g. a program that XLA compiles differently from the
+        reference's, which changes rounding as another machine does).
+      record: list the case in the report as one this test checks (False
+        for cases used only as input data, e.g. the Disco103 weights).
+    """
+    chosen = selection()
+    self.name = name
+    self.platform = chosen.platform
+    self.mode = CROSS if cross else chosen.mode
+    if directory is None:
+      directory = chosen.directory
+    else:
+      self.platform = next(
+          (k for k, v in chosen.sets.items() if v == directory), 'other'
+      )
     npz_path = directory / f'{name}.npz'
     json_path = directory / f'{name}.json'
     for path in (npz_path, json_path):
@@ -59,7 +113,35 @@ class Case:
     with np.load(npz_path, allow_pickle=False) as npz:
       self.arrays: dict[str, np.ndarray] = {k: npz[k] for k in npz.files}
     self.meta: dict[str, Any] = json.loads(json_path.read_text())
-    self.name = name
+    if record:
+      label = self.mode if not cross else f'{CROSS} ({cross})'
+      loaded.append((name, label, self.platform))
+
+  @property
+  def cross(self) -> bool:
+    return self.mode == CROSS
+
+  @property
+  def accelerator(self) -> bool:
+    """Whether JAX computes on an accelerator (the goldens are CPU's)."""
+    return jax.default_backend() != 'cpu'
+
+  def pick(self, *, native: Any, cross: Any, accelerator: Any = None) -> Any:
+    """The tolerance (or anything) of this case's mode.
+
+    Args:
+      native: against this machine's own set.
+      cross: against another CPU's set.
+      accelerator: on a GPU or TPU (always cross-platform), where it differs
+        from `cross`: their elementary functions (exp, log, sqrt, division)
+        are other float32 approximations than XLA's CPU ones, which changes
+        even forward maths by tens of ulps. None: `cross`.
+    """
+    if not self.cross:
+      return native
+    if accelerator is not None and self.accelerator:
+      return accelerator
+    return cross
 
   @property
   def config(self) -> dict[str, Any]:
@@ -81,6 +163,13 @@ class Case:
     """The Haiku params/state tree stored under `prefix/`."""
     return to_haiku(self.subtree(prefix))
 
+  def count(self, prefix: str) -> int:
+    """How many indexed items `prefix/0`, `prefix/1`, ... the case holds."""
+    indices = {k.split('/', 1)[0] for k in self.subtree(prefix)}
+    assert all(i.isdigit() for i in indices), sorted(indices)[:5]
+    assert indices == {str(i) for i in range(len(indices))}, sorted(indices)
+    return len(indices)
+
 
 def to_haiku(flat: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
   """{'mod/~/lin/w': a} -> {'mod/~/lin': {'w': a}} (split on the last '/')."""
@@ -91,35 +180,41 @@ def to_haiku(flat: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
   return tree
 
 
-def _key_name(entry: Any) -> str:
-  for attribute in ('key', 'name', 'idx'):
-    if hasattr(entry, attribute):
-      return str(getattr(entry, attribute))
-  raise TypeError(f'Unexpected tree path entry {entry!r}.')
+def nest(flat: Mapping[str, np.ndarray]) -> dict[str, Any]:
+  """{'a/b': x, 'c': y} -> {'a': {'b': x}, 'c': y} (plain nested dicts)."""
+  tree: dict[str, Any] = {}
+  for key, value in flat.items():
+    *parents, name = key.split('/')
+    node = tree
+    for parent in parents:
+      node = node.setdefault(parent, {})
+    node[name] = value
+  return tree
 
 
 def flatten(tree: Any) -> dict[str, np.ndarray]:
   """Flattens a pytree with the goldens' key convention ('/'-joined)."""
   return {
-      '/'.join(_key_name(e) for e in path): np.asarray(leaf)
+      jax.tree_util.keystr(path, simple=True, separator='/'): np.asarray(leaf)
       for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
   }
 
 
-def _record(case: str, label: str, max_abs: float, max_rel: float) -> None:
-  """Appends the largest errors seen to `$DISCO_PARITY_REPORT` (JSON lines)."""
+def _record(**fields: Any) -> None:
+  """Appends one comparison to `$DISCO_PARITY_REPORT` (JSON lines)."""
   path = os.environ.get(REPORT_ENV)
-  if not path:
+  if not path or not fields.get('case'):
     return
+  fields.setdefault('mutation', os.environ.get('DISCO_PARITY_MUTATION', ''))
   with open(path, 'a') as f:
-    f.write(
-        json.dumps(
-            dict(
-                case=case, check=label, max_abs_err=max_abs, max_rel_err=max_rel
-            )
-        )
-        + '\n'
-    )
+    f.write(json.dumps(fields) + '\n')
+
+
+def _ratio(error: float, allowed: float) -> float:
+  """error / allowed, with 0/0 = 0 (a leaf that must be, and is, exact)."""
+  if error == 0.0:
+    return 0.0
+  return error / allowed if allowed > 0.0 else float('inf')
 
 
 def assert_close(
@@ -128,28 +223,47 @@ def assert_close(
     *,
     rtol: float,
     atol: float | Mapping[str, float],
-    case: str = '',
+    norm: bool | None = None,
+    case: str | Case = '',
     label: str = '',
     allow_extra: bool = False,
 ) -> float:
   """Compares every expected leaf; integers and booleans must be equal.
+
+  Floating leaves are compared element by element,
+  |x - ref| <= atol + rtol |ref|, or with `norm=True` as a whole,
+  ||x - ref|| <= rtol ||ref|| + atol sqrt(n) (2-norms; atol is then a
+  root-mean-square error). The norm-wise test is for outputs whose elements
+  are sums of large cancelling terms: their absolute error follows the
+  terms, not the (possibly tiny) result, so single elements can be far off
+  relatively while the leaf as a whole is not. That is what another
+  platform's rounding does to any output (a difference q - v, a value near
+  zero), so by default a case in cross-platform mode is compared norm-wise
+  and one in native mode element by element.
 
   Args:
     got: flat {key: array} from our implementation (see `flatten`).
     expected: flat {key: array} from the golden.
     rtol: relative tolerance for floating leaves.
     atol: absolute tolerance for floating leaves, or one per expected key
-      (e.g. for checksums whose scale differs from leaf to leaf).
-    case: the case's name, for messages and the report.
+      (e.g. for checksums whose scale differs from leaf to leaf; elementwise,
+      it may be an array shaped like the leaf).
+    norm: compare each floating leaf norm-wise (True) or elementwise
+      (False); None: norm-wise for a `Case` in cross-platform mode.
+    case: the case (or its name), for messages and the report.
     label: what is being compared, for messages and the report.
     allow_extra: accept keys in `got` that the golden does not have.
 
   Returns:
-    The largest absolute error over floating leaves.
+    The largest error over floating leaves relative to what is allowed
+    (above 1 fails).
   """
+  mode = case.mode if isinstance(case, Case) else ''
+  if norm is None:
+    norm = mode == CROSS
+  case = case.name if isinstance(case, Case) else case
   problems = []
-  max_abs = 0.0
-  max_rel = 0.0
+  worst = 0.0
   missing = sorted(set(expected) - set(got))
   if missing:
     problems.append(f'missing leaves: {missing[:10]}')
@@ -159,38 +273,180 @@ def assert_close(
   for key in sorted(set(expected) & set(got)):
     want = np.asarray(expected[key])
     have = np.asarray(got[key])
+    record = dict(case=case, check=label, mode=mode, leaf=key)
     if have.shape != want.shape:
       problems.append(f'{key}: shape {have.shape} != expected {want.shape}')
+      _record(**record, measure='shape', ratio=float('inf'))
       continue
     if want.dtype.kind in 'biuV' or have.dtype.kind in 'biu':
-      if not np.array_equal(have, want):
-        bad = int(np.sum(have != want))
+      bad = int(np.sum(have != want))
+      if bad:
         problems.append(f'{key}: {bad} of {want.size} entries differ (exact)')
+      _record(**record, measure='exact', ratio=float('inf') if bad else 0.0)
       continue
     if not want.size:
       continue
-    diff = np.abs(have.astype(np.float64) - want.astype(np.float64))
-    max_abs = max(max_abs, float(np.max(diff)))
-    scale = np.abs(want.astype(np.float64))
-    rel = diff / np.maximum(scale, 1e-30)
-    max_rel = max(max_rel, float(np.max(np.where(diff > 0, rel, 0.0))))
+    want64 = want.astype(np.float64)
+    diff = np.abs(have.astype(np.float64) - want64)
+    scale = np.abs(want64)
     leaf_atol = atol[key] if isinstance(atol, Mapping) else atol
-    ok = diff <= leaf_atol + rtol * scale
-    if not np.all(ok):
-      worst = np.unravel_index(np.argmax(diff - rtol * scale), diff.shape)
-      problems.append(
-          f'{key}: {int(np.sum(~ok))} of {want.size} entries out of tolerance;'
-          f' worst at {tuple(int(i) for i in worst)}: got {have[worst]},'
-          f' expected {want[worst]}'
-      )
-  _record(case, label, max_abs, max_rel)
+    error_norm = float(np.linalg.norm(diff.ravel()))
+    want_norm = float(np.linalg.norm(want64.ravel()))
+    stats = dict(
+        max_abs=float(np.max(diff)) if np.all(np.isfinite(diff)) else None,
+        rel_norm=_ratio(error_norm, want_norm),
+        error_norm=error_norm,
+        ref_norm=want_norm,
+        size=int(want.size),
+    )
+    if norm:
+      allowed = rtol * want_norm + leaf_atol * np.sqrt(want.size)
+      ratio = _ratio(error_norm, allowed)
+      ok = ratio <= 1.0
+      if not ok:
+        problems.append(
+            f'{key}: ||x - ref|| = {error_norm:.3g} > {rtol} * ||ref||'
+            f' ({want_norm:.3g}) + {leaf_atol} * sqrt({want.size})'
+        )
+    else:
+      allowed = leaf_atol + rtol * scale
+      with np.errstate(divide='ignore', invalid='ignore'):
+        ratios = np.where(diff > 0, diff / allowed, 0.0)
+      ratios = np.where(np.isnan(diff), np.inf, ratios)
+      ratio = float(np.max(ratios))
+      ok = ratio <= 1.0
+      if not ok:
+        at = np.unravel_index(np.argmax(ratios), diff.shape)
+        problems.append(
+            f'{key}: {int(np.sum(ratios > 1.0))} of {want.size} entries out'
+            f' of tolerance; worst at {tuple(int(i) for i in at)}: got'
+            f' {have[at]}, expected {want[at]}'
+        )
+    worst = max(worst, ratio)
+    _record(
+        **record,
+        measure='norm' if norm else 'elementwise',
+        rtol=rtol,
+        atol=float(np.max(leaf_atol)),
+        ratio=ratio,
+        **stats,
+    )
   if problems:
     atol_text = 'per leaf' if isinstance(atol, Mapping) else atol
+    measure = 'norm-wise' if norm else 'elementwise'
     raise AssertionError(
-        f'[{case}] {label}: rtol={rtol}, atol={atol_text}\n  '
+        f'[{case}] {label}: {measure} rtol={rtol}, atol={atol_text}\n  '
         + '\n  '.join(problems)
     )
-  return max_abs
+  return worst
+
+
+# Parameter-like trees of a learner state: compared as a whole (see
+# `as_steps`).
+_STEP_GROUPS = ('params', 'target_params', 'mu', 'nu')
+
+
+def step_group(key: str) -> str:
+  """The part of a state `key` belongs to: a parameter-like tree, or itself.
+
+  'params/mlp/linear/w' -> 'params', 'opt_state/0/mu/mlp/linear/b' ->
+  'opt_state/0/mu', 'meta_state/rnn_state/lstm/hidden' -> itself.
+  """
+  parts = key.split('/')
+  for i, part in enumerate(parts):
+    if part in _STEP_GROUPS:
+      return '/'.join(parts[: i + 1])
+  return key
+
+
+def as_steps(
+    got: Mapping[str, Any],
+    expected: Mapping[str, np.ndarray],
+    before: Mapping[str, np.ndarray],
+    *,
+    rtol: float,
+    value_rtol: float,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+  """States compared as the steps they took from the golden `before`.
+
+  After an update, parameters and optimizer moments differ from the state
+  before it by a small step; compared as values, an error in that step
+  hides below the values' size. Compared as steps, norm-wise:
+
+    ||(x - before) - (ref - before)|| <= rtol ||ref - before||
+                                         + value_rtol ||ref||,
+
+  where the second term allows for the rounding of the values the step is
+  added to (and for steps that are zero). A parameter-like tree (the
+  parameters, the target parameters, each of Adam's moments; see
+  `step_group`) is compared as one vector: Adam's first steps are
+  sign-like, +-lr for most entries, but tiny and unstable where a gradient
+  entry is near zero, and a few such entries would dominate the error of a
+  small leaf (a bias) while saying nothing about the update as a whole.
+  Other leaves, and leaves missing from `before`, are compared one by one;
+  integer leaves exactly.
+
+  Args:
+    got: flat {key: array}, ours.
+    expected: flat {key: array}, the golden's after the step.
+    before: flat {key: array}, the golden's before the step.
+    rtol: tolerance relative to the step's norm.
+    value_rtol: tolerance relative to the values' norm.
+
+  Returns:
+    (got steps, expected steps, keyword arguments for `assert_close`), the
+    steps keyed by group.
+  """
+
+  def steps(flat):
+    groups: dict[str, list[np.ndarray]] = {}
+    for key in sorted(flat):
+      value = np.asarray(flat[key])
+      if value.dtype.kind == 'f' and key in before:
+        value = value.astype(np.float64) - before[key].astype(np.float64)
+        groups.setdefault(step_group(key), []).append(value.ravel())
+      else:
+        groups.setdefault(key, []).append(value)
+    return {
+        k: np.concatenate(v) if len(v) > 1 else v[0] for k, v in groups.items()
+    }
+
+  values = {
+      k: np.concatenate([
+          np.ravel(expected[key]).astype(np.float64)
+          for key in sorted(expected)
+          if (step_group(key) if key in before else key) == k
+      ])
+      for k in steps(expected)
+  }
+  atol = {
+      k: value_rtol * float(np.sqrt(np.mean(np.square(v))))
+      for k, v in values.items()
+  }
+  return steps(got), steps(expected), dict(rtol=rtol, atol=atol, norm=True)
+
+
+def assert_scalar(
+    name: str,
+    value: float,
+    *,
+    at_most: float | None = None,
+    at_least: float | None = None,
+    case: Case,
+    label: str,
+) -> None:
+  """A single derived statistic (a cosine, an iteration count) in bounds."""
+  record = dict(case=case.name, check=label, mode=case.mode, leaf=name)
+  if at_most is not None:
+    ratio = _ratio(value, at_most)
+    bound = f'<= {at_most:.4g}'
+  else:
+    ratio = _ratio(at_least, value) if value > 0 else float('inf')
+    bound = f'>= {at_least:.4g}'
+  _record(**record, measure='scalar', value=value, ratio=ratio)
+  assert (
+      ratio <= 1.0
+  ), f'[{case.name}] {label}: {name} = {value:.4g}, not {bound}'
 
 
 @contextlib.contextmanager
@@ -202,20 +458,26 @@ def checks() -> Iterator[Callable[..., float]]:
 
       with golden.checks() as check:
         check(got_a, want_a, rtol=..., atol=..., case=..., label=...)
-        check(got_b, want_b, rtol=..., atol=..., case=..., label=...)
+        check.scalar('cosine', c, at_least=0.99, case=..., label=...)
 
   Yields:
-    A function with the arguments of `assert_close`.
+    A function with the arguments of `assert_close`; its attribute `scalar`
+    takes those of `assert_scalar`.
   """
   failures = []
 
-  def check(*args, **kwargs) -> float:
-    try:
-      return assert_close(*args, **kwargs)
-    except AssertionError as e:
-      failures.append(str(e))
-      return float('nan')
+  def collecting(assertion):
+    def run(*args, **kwargs):
+      try:
+        return assertion(*args, **kwargs)
+      except AssertionError as e:
+        failures.append(str(e))
+        return float('nan')
 
+    return run
+
+  check = collecting(assert_close)
+  check.scalar = collecting(assert_scalar)
   yield check
   if failures:
     raise AssertionError(

@@ -9,6 +9,16 @@ Cases:
     Disco103 (the second one from the first one's meta_state), then
     `agent_loss` and `agent_loss_no_meta` on each. Tolerance: rtol 1e-4,
     atol 1e-5 for meta_out and losses; rtol 1e-5 for meta_state.
+
+Cross-platform mode: the initial parameters norm-wise at the manifest's
+rtol 1e-6 for an implementation that does not draw the same bits (an
+emulated platform without FMA rounds the truncated normals differently:
+1.3e-7); the unrolls norm-wise per leaf, rtol 1e-3 and a root-mean-square
+floor of 1e-6 for the outputs, rtol 1e-4 for the meta-state. The reference
+on an AVX2 and on an AVX-512 machine differs by up to 1.4e-4 in the outputs
+(q-value differences qv_adv = q - v), we measure 4.9e-5 (1.2e-4 without
+FMA) and 1e-6 in the meta-state (1e-5 without FMA); the 0.99-discount bug
+moves the outputs by 1.1e-2 and the meta-state by 3e-3.
 """
 
 import functools
@@ -26,10 +36,16 @@ from tests.parity import builders
 from tests.parity import golden
 
 _EXACT = dict(rtol=0.0, atol=0.0)
+# The manifest's tolerance for an implementation that does not draw the
+# same bits (another platform's truncated normal may round differently).
+_INIT_CROSS = dict(rtol=1e-6, atol=0.0)
 # disco_unroll_meta_net: "rtol 1e-4, atol 1e-5 (meta_out, losses);
 # meta_state: rtol 1e-5" (no atol given for meta_state: none is used).
 _OUTPUTS = dict(rtol=1e-4, atol=1e-5)
 _META_STATE = dict(rtol=1e-5, atol=0.0)
+# Cross-platform mode: per leaf, norm-wise (see the module docstring).
+_OUTPUTS_CROSS = dict(rtol=1e-3, atol=1e-6)
+_META_STATE_CROSS = dict(rtol=1e-4, atol=0.0)
 
 
 def _rule():
@@ -51,7 +67,8 @@ def test_meta_net_init_is_bitwise():
   )
   got = golden.flatten(params)
   want = init_case.subtree('params')
-  golden.assert_close(got, want, **_EXACT, case=init_case.name, label='params')
+  exact = init_case.pick(native=_EXACT, cross=_INIT_CROSS)
+  golden.assert_close(got, want, **exact, case=init_case, label='params')
   assert _dtypes(got) == _dtypes(want)
   assert len(got) == init_case.config['num_param_leaves']
   assert sum(v.size for v in got.values()) == (
@@ -61,8 +78,8 @@ def test_meta_net_init_is_bitwise():
   golden.assert_close(
       golden.flatten(state),
       want_state,
-      **_EXACT,
-      case=init_case.name,
+      **exact,
+      case=init_case,
       label='meta_rnn_state',
   )
   # The agent's initial meta_state holds the same meta-RNN state.
@@ -70,21 +87,22 @@ def test_meta_net_init_is_bitwise():
   golden.assert_close(
       golden.flatten(meta_state['rnn_state']),
       want_state,
-      **_EXACT,
-      case=init_case.name,
+      **exact,
+      case=init_case,
       label='init_meta_state rnn_state',
   )
 
 
 def test_disco103_weights():
+  case = golden.Case('disco103_meta_params')
   params, _ = jax.eval_shape(_rule().init_params, jax.random.PRNGKey(0))
   builders.weights_path()  # Fails (CI) or skips when $DISCO_WEIGHTS is unset.
   loaded = golden.flatten(weights.load_disco103(download=False))
   golden.assert_close(
       loaded,
-      golden.Case('disco103_meta_params').subtree('params'),
-      **_EXACT,
-      case='disco103_meta_params',
+      case.subtree('params'),
+      **_EXACT,  # The same file: equal in any mode.
+      case=case,
       label='load_disco103',
   )
   # Names, shapes and dtypes of `init_params` (abstractly evaluated).
@@ -134,8 +152,10 @@ def test_unroll_meta_net():
   agent_loss_no_meta = jax.jit(
       functools.partial(rule.agent_loss_no_meta, hyper_params=hyper_params)
   )
+  outputs = case.pick(native=_OUTPUTS, cross=_OUTPUTS_CROSS)
+  meta_state_tol = case.pick(native=_META_STATE, cross=_META_STATE_CROSS)
   with golden.checks() as check:
-    for i in range(2):
+    for i in range(case.count('inputs/rollout')):
       flat = case.subtree(f'inputs/rollout/{i}')
       rollout = types.UpdateRuleInputs(
           observations=flat['observations'],
@@ -161,20 +181,20 @@ def test_unroll_meta_net():
       loss, log = agent_loss(rollout, meta_out)
       loss_no_meta, log_no_meta = agent_loss_no_meta(rollout, meta_out)
       for part, got, tol in (
-          ('meta_out', meta_out, _OUTPUTS),
-          ('agent_loss', dict(loss_per_step=loss, log=log), _OUTPUTS),
+          ('meta_out', meta_out, outputs),
+          ('agent_loss', dict(loss_per_step=loss, log=log), outputs),
           (
               'agent_loss_no_meta',
               dict(loss_per_step=loss_no_meta, log=log_no_meta),
-              _OUTPUTS,
+              outputs,
           ),
-          ('meta_state', meta_state, _META_STATE),
+          ('meta_state', meta_state, meta_state_tol),
       ):
         prefix = f'expected/call/{i}/{part}'
         check(
             golden.flatten(got),
             case.subtree(prefix),
             **tol,
-            case=case.name,
+            case=case,
             label=prefix,
         )

@@ -2,7 +2,7 @@
 
 Cases `env_catch_jittable_5x5`, `env_catch_jittable_8x8` (batched jittable
 Catch: reset, then 40 steps) and `env_catch_cpu` (batched numpy Catch). All
-outputs are integers or 0/1 floats and must match exactly.
+outputs are integers or 0/1 floats and must match exactly, in both modes.
 """
 
 import jax
@@ -54,7 +54,7 @@ def test_jittable_catch(name):
       golden.flatten(dict(env_state=env_state, timestep=timestep)),
       case.subtree('expected/reset'),
       **_EXACT,
-      case=name,
+      case=case,
       label='reset',
   )
   step = jax.jit(env.step)
@@ -70,7 +70,7 @@ def test_jittable_catch(name):
       ),
       case.subtree('expected/steps'),
       **_EXACT,
-      case=name,
+      case=case,
       label='steps',
   )
 
@@ -96,7 +96,7 @@ def test_cpu_catch():
       golden.flatten(constructed),
       case.subtree('expected/construct_timestep'),
       **_EXACT,
-      case=name,
+      case=case,
       label='construct_timestep',
   )
   _, reset = env.reset(jax.random.PRNGKey(0))
@@ -104,7 +104,7 @@ def test_cpu_catch():
       golden.flatten(reset),
       case.subtree('expected/reset_timestep'),
       **_EXACT,
-      case=name,
+      case=case,
       label='reset_timestep',
   )
   # Each env's numpy seed: its first two draws are the ball columns of the
@@ -120,6 +120,6 @@ def test_cpu_catch():
       golden.flatten(_stack(steps)),
       case.subtree('expected/steps'),
       **_EXACT,
-      case=name,
+      case=case,
       label='steps',
   )

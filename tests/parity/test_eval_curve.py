@@ -1,52 +1,127 @@
 """Golden parity of the faithful eval loop (case `eval_curve_catch`).
 
-120 iterations of the reference colab's loop with its default settings and
-Disco103 on one device: every rollout's actions, rewards and discounts, the
-replay buffer's samples and the average returns must match exactly, the
+The reference colab's loop with Disco103 on one device, with the settings
+of the case's JSON (120 iterations of the default config in the recorded
+sets). Native mode: every rollout's actions, rewards and discounts, the
+replay buffer's samples and the average returns match exactly, the
 learner's scalar logs to rtol 1e-3 and the final parameters' checksums as
-the manifest states. The run takes about a minute and a half on 2 CPU cores,
-so it is a single test.
+the manifest states.
+
+Cross-platform mode: sampling makes the loop chaotic, so last-bit
+differences eventually flip an action and the runs part. The reference
+itself, run on an AVX2 and on an AVX-512 machine, keeps the same actions
+for only 42 to 103 iterations (MANIFEST.md 3a), and its parameters drift
+apart long before (learning rate 1e-2, sign-like Adam steps): its logs
+differ by 4e-6 relative at the first learner step, then 5e-5, 4e-4, 1e-3,
+and by 1e-2 after about 12 steps; its final parameters by 19%. So:
+
+* actions, rewards, discounts and returns: exactly, up to the first
+  iteration whose actions differ; that iteration must come at least
+  `_CROSS_MIN_AGREEING_STEPS` learner steps after learning starts;
+* the replay buffer's samples, which depend on its seed and size only:
+  exactly, throughout;
+* learner logs: learner step k at rtol 1e-4 * 10**k (3e-4 * 10**k on a GPU),
+  for the first 4 steps;
+* after the divergence, the mean average return of the last iterations
+  within 0.25 (the manifest's statistical check); the final parameters not
+  at all (they are compared step by step in test_agent.py).
 """
+
+import math
+import re
 
 import numpy as np
 
 from disco import eval as eval_lib
+from tests.parity import builders
 from tests.parity import golden
 
 _CASE = 'eval_curve_catch'
 _LOG_RTOL = 1e-3
+# Cross-platform: learner step k's logs at rtol 1e-4 * 10**k, for the first
+# `_CROSS_LOG_STEPS` steps (a budget of 1 or more says nothing). Measured
+# across the two machines: 4e-6, 5e-5, 4e-4, 1e-3; on emulated third
+# platforms at most a fifth of the budget.
+_CROSS_LOG_RTOL0 = 1e-4
+# On a GPU (an H100 against the AVX-512 set), agent_q_mean reached 0.96 of
+# that budget: three times it there, which the bugs that this check catches
+# exceed by 20 times or more.
+_CROSS_LOG_RTOL0_ACCELERATOR = 3e-4
+_CROSS_LOG_GROWTH = 10.0
+_CROSS_LOG_STEPS = 4
+# After a divergence: the mean average return of the last iterations.
+_TAIL = 30
+_TAIL_ATOL = 0.25
+# Cross-platform: the fewest learner steps after which the actions must
+# still agree. The reference itself, on an AVX2 and on an AVX-512 machine,
+# held them for 72 learner steps here (iterations 31 to 102) and for 11 in
+# another recording of the case (42 iterations, MANIFEST.md 3a); an
+# emulated third platform (XLA without optimisations) for 28. The bugs of
+# tests/parity/mutations.py that change this loop part it within 1 to 16
+# steps, most within 6.
+_CROSS_MIN_AGREEING_STEPS = 11
 
 
-def _check_case_config(case: golden.Case, config: eval_lib.EvalConfig):
-  """The golden's settings are those of `config` (the defaults)."""
+def _config(case: golden.Case) -> eval_lib.EvalConfig:
+  """The `EvalConfig` of the case's recorded settings."""
   recorded = case.config
-  settings = recorded['agent_settings']
-  net_args = settings['net_settings']['net_args']
-  assert settings['update_rule_name'] == config.rule
-  assert recorded['num_steps'] == config.num_steps
-  assert recorded['batch_size'] == config.batch_size
-  assert recorded['rollout_len'] == config.rollout_len
-  assert recorded['replay_ratio'] == config.replay_ratio
-  assert recorded['num_envs'] == config.num_envs
-  assert recorded['buffer']['capacity'] == config.buffer_capacity
-  assert recorded['buffer']['seed'] == config.buffer_seed
-  assert recorded['buffer']['min_buffer_size'] == config.learning_starts
-  assert recorded['rng'] == f'PRNGKey({config.seed})'
-  assert (recorded['catch_rows'], recorded['catch_columns']) == (8, 8)
-  assert recorded['devices'] == config.max_devices
-  assert settings['learning_rate'] == config.learning_rate
-  assert tuple(net_args['dense']) == config.dense
-  assert net_args['head_w_init_std'] == config.head_w_init_std
-  model_kwargs = net_args['model_kwargs']
-  assert model_kwargs['lstm_size'] == config.lstm_size
-  assert tuple(model_kwargs['head_mlp_hiddens']) == config.head_mlp_hiddens
+  net_args = recorded['agent_settings']['net_settings']['net_args']
+  seed = re.fullmatch(r'PRNGKey\((\d+)\)', recorded['rng'])
+  assert seed, recorded['rng']
+  config = eval_lib.EvalConfig(
+      rule=recorded['agent_settings']['update_rule_name'],
+      env_settings=(
+          ('columns', recorded['catch_columns']),
+          ('rows', recorded['catch_rows']),
+      ),
+      num_steps=recorded['num_steps'],
+      batch_size=recorded['batch_size'],
+      rollout_len=recorded['rollout_len'],
+      replay_ratio=recorded['replay_ratio'],
+      buffer_capacity=recorded['buffer']['capacity'],
+      buffer_seed=recorded['buffer']['seed'],
+      min_buffer_size=recorded['buffer']['min_buffer_size'],
+      seed=int(seed.group(1)),
+      learning_rate=recorded['agent_settings']['learning_rate'],
+      dense=tuple(net_args['dense']),
+      lstm_size=net_args['model_kwargs']['lstm_size'],
+      head_mlp_hiddens=tuple(net_args['model_kwargs']['head_mlp_hiddens']),
+      head_w_init_std=net_args['head_w_init_std'],
+      max_devices=recorded['devices'],
+      record_rollouts=True,
+  )
+  assert recorded['num_envs'] == config.batch_size // config.replay_ratio
+  # Every other setting of the recorded agent is ours.
+  assert builders.jsonable(
+      eval_lib.make_agent_settings(config)
+  ) == builders.jsonable(recorded['agent_settings'])
+  return config
 
 
-def _first_divergence(got: np.ndarray, want: np.ndarray) -> int | None:
-  """The first iteration whose rollout actions differ, if any."""
+def _first_divergence(got: np.ndarray, want: np.ndarray) -> int:
+  """The first iteration whose rollout actions differ (len if none)."""
   differs = np.any(got.reshape(len(got), -1) != want.reshape(len(want), -1), 1)
   hits = np.flatnonzero(differs)
-  return int(hits[0]) if hits.size else None
+  return int(hits[0]) if hits.size else len(got)
+
+
+def _reference_divergence(case: golden.Case) -> int | None:
+  """The reference's own divergence across machines: this set vs the others.
+
+  The first iteration whose actions differ between this case's set and any
+  other set of the goldens (None without another set).
+  """
+  divergences = [
+      _first_divergence(
+          golden.Case(_CASE, directory=directory, record=False)[
+              'expected/rollout_actions'
+          ],
+          case['expected/rollout_actions'],
+      )
+      for platform, directory in golden.selection().sets.items()
+      if platform != case.platform
+  ]
+  return min(divergences, default=None)
 
 
 def _checksums(
@@ -65,48 +140,12 @@ def _checksums(
   return sums
 
 
-def test_faithful_loop_reproduces_the_reference_curve():
-  case = golden.Case(_CASE)
-  # The default config, for the golden's 120 iterations on its one device.
-  config = eval_lib.EvalConfig(
-      num_steps=120, max_devices=1, record_rollouts=True
-  )
-  _check_case_config(case, config)
-  disco103 = golden.Case('disco103_meta_params').haiku('params')
+def _select(tree, suffix):
+  return {k: v for k, v in tree.items() if k.endswith(suffix)}
 
-  history = eval_lib.run_eval(config, update_rule_params=disco103)
-  record = history.rollouts
-  expected = case.subtree('expected')
 
-  # The loop must not diverge at all: the reference re-run with plain `jit`
-  # reproduced every action of these 120 iterations.
-  divergence = _first_divergence(record.actions, expected['rollout_actions'])
-  assert (
-      divergence is None
-  ), f'Rollout actions first differ at iteration {divergence}.'
-  exact = {
-      'rollout_actions': record.actions,
-      'rollout_rewards': record.rewards,
-      'rollout_discounts': record.discounts,
-      'sample_indices': record.sample_indices.astype(np.int32),
-      'learner_step_index': record.learner_step_index.astype(np.int32),
-      'steps': history.steps.astype(np.int32),
-  }
-  returns = {
-      'avg_returns': history.avg_returns.astype(np.float32),
-      'total_returns': history.total_returns.astype(np.float32),
-      'total_episodes': history.num_episodes.astype(np.float32),
-  }
-  expected_logs = case.subtree('expected/logs')
-  assert set(history.logs) == set(expected_logs)
-  got_logs, want_logs = {}, {}
-  for name, want in expected_logs.items():
-    got = history.logs[name]
-    # NaN before the first learner step, in both.
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=name)
-    got_logs[name] = got[~np.isnan(want)]
-    want_logs[name] = want[~np.isnan(want)]
-  got_sums = _checksums(history.params)
+def _check_final_params(check, case, params):
+  got_sums = _checksums(params)
   want_sums = case.subtree('expected/final_params_checksum')
   # |sum - sum_ref| <= 1e-3 * sqrt(n * sumsq_ref), per leaf.
   sum_atol = {
@@ -120,64 +159,136 @@ def test_faithful_loop_reproduces_the_reference_curve():
       for k in want_sums
       if k.endswith('/sum')
   }
+  for suffix, tol in (
+      ('/shape', dict(rtol=0, atol=0)),
+      ('/sum', dict(rtol=0, atol=sum_atol)),
+      ('/sumsq', dict(rtol=1e-3, atol=0)),
+      ('/head', dict(rtol=0, atol=1e-4)),
+  ):
+    check(
+        _select(got_sums, suffix),
+        _select(want_sums, suffix),
+        **tol,
+        case=case,
+        label=f'final params: {suffix[1:]}',
+    )
 
-  def _select(tree, suffix):
-    return {k: v for k, v in tree.items() if k.endswith(suffix)}
+
+def test_faithful_loop_reproduces_the_reference_curve():
+  case = golden.Case(_CASE)
+  config = _config(case)
+  disco103 = builders.disco103()
+
+  history = eval_lib.run_eval(config, update_rule_params=disco103)
+  record = history.rollouts
+  expected = case.subtree('expected')
+  num_steps = config.num_steps
+
+  divergence = _first_divergence(record.actions, expected['rollout_actions'])
+  learner_index = record.learner_step_index.astype(np.int32)
+  if case.cross:
+    first_learner_iteration = int(expected['learner_step_index'][0])
+    floor = min(num_steps, first_learner_iteration + _CROSS_MIN_AGREEING_STEPS)
+    upto = divergence
+  else:
+    # The loop must not diverge at all: the reference re-run with plain
+    # `jit` reproduced every action of these iterations.
+    floor = num_steps
+    upto = num_steps
+
+  # Learner steps on equal histories.
+  compared_steps = int(np.sum(learner_index < upto))
+  if case.cross:
+    compared_steps = min(compared_steps, _CROSS_LOG_STEPS)
+  exact = {
+      'rollout_actions': record.actions[:upto],
+      'rollout_rewards': record.rewards[:upto],
+      'rollout_discounts': record.discounts[:upto],
+      'avg_returns': history.avg_returns[:upto].astype(np.float32),
+      'total_returns': history.total_returns[:upto].astype(np.float32),
+      'total_episodes': history.num_episodes[:upto].astype(np.float32),
+  }
+  # The buffer's samples depend on its seed and size only: equal throughout.
+  always = {
+      'sample_indices': record.sample_indices.astype(np.int32),
+      'learner_step_index': learner_index,
+      'steps': history.steps.astype(np.int32),
+  }
+  expected_logs = case.subtree('expected/logs')
+  assert set(history.logs) == set(expected_logs)
+  got_logs, want_logs = {}, {}
+  for name, want in expected_logs.items():
+    got = history.logs[name]
+    # NaN before the first learner step, in both.
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=name)
+    got_logs[name] = got[~np.isnan(want)][:compared_steps]
+    want_logs[name] = want[~np.isnan(want)][:compared_steps]
+  if case.cross:
+    rtol0 = case.pick(
+        native=_LOG_RTOL,
+        cross=_CROSS_LOG_RTOL0,
+        accelerator=_CROSS_LOG_RTOL0_ACCELERATOR,
+    )
+    log_rtol = rtol0 * _CROSS_LOG_GROWTH ** np.arange(compared_steps)
+    # Per-element rtol as an atol relative to each expected value.
+    log_tol = dict(
+        rtol=0.0,
+        atol={k: log_rtol * np.abs(v) for k, v in want_logs.items()},
+        norm=False,
+    )
+  else:
+    log_tol = dict(rtol=_LOG_RTOL, atol=0.0)
 
   with golden.checks() as check:
-    check(
-        exact,
-        {k: expected[k] for k in exact},
-        rtol=0,
-        atol=0,
-        case=_CASE,
-        label='rollouts and replay samples (exact)',
+    reference = _reference_divergence(case) if case.cross else None
+    check.scalar(
+        'first divergence of the actions',
+        float(divergence),
+        at_least=float(floor),
+        case=case,
+        label=(
+            'rollouts'
+            + (
+                f' (reference across machines: {reference})'
+                if reference
+                else ''
+            )
+        ),
     )
     check(
-        returns,
-        {k: expected[k] for k in returns},
+        exact,
+        {k: expected[k][:upto] for k in exact},
         rtol=0,
         atol=0,
-        case=_CASE,
-        label='average returns (exact)',
+        case=case,
+        label=f'rollouts and returns up to iteration {upto} (exact)',
+    )
+    check(
+        always,
+        {k: expected[k] for k in always},
+        rtol=0,
+        atol=0,
+        case=case,
+        label='replay samples (exact)',
     )
     check(
         got_logs,
         want_logs,
-        rtol=_LOG_RTOL,
-        atol=0,
-        case=_CASE,
-        label='learner logs',
+        **log_tol,
+        case=case,
+        label=f'learner logs of the first {compared_steps} learner steps',
     )
-    check(
-        _select(got_sums, '/shape'),
-        _select(want_sums, '/shape'),
-        rtol=0,
-        atol=0,
-        case=_CASE,
-        label='final params: shapes',
-    )
-    check(
-        _select(got_sums, '/sum'),
-        _select(want_sums, '/sum'),
-        rtol=0,
-        atol=sum_atol,
-        case=_CASE,
-        label='final params: sums',
-    )
-    check(
-        _select(got_sums, '/sumsq'),
-        _select(want_sums, '/sumsq'),
-        rtol=1e-3,
-        atol=0,
-        case=_CASE,
-        label='final params: sums of squares',
-    )
-    check(
-        _select(got_sums, '/head'),
-        _select(want_sums, '/head'),
-        rtol=0,
-        atol=1e-4,
-        case=_CASE,
-        label='final params: first values',
-    )
+    if not case.cross:
+      _check_final_params(check, case, history.params)
+    elif divergence < num_steps:
+      tail = slice(max(divergence, num_steps - _TAIL), num_steps)
+      got_tail = float(np.nanmean(history.avg_returns[tail]))
+      want_tail = float(np.nanmean(expected['avg_returns'][tail]))
+      if not (math.isnan(got_tail) or math.isnan(want_tail)):
+        check.scalar(
+            'mean average return after the divergence: |got - expected|',
+            abs(got_tail - want_tail),
+            at_most=_TAIL_ATOL,
+            case=case,
+            label='returns after the divergence',
+        )

@@ -3,18 +3,40 @@
 Cases `meta_gradient_random` and `meta_gradient_disco103` (MANIFEST.md
 section 6): one agent on 5x5 Catch, no `pmap` axis, 2 inner steps on
 rollouts of 4 steps and a validation rollout of 8, with random-init and
-Disco103 update-rule parameters.
+Disco103 update-rule parameters; for the reference's layout (inner steps in
+a rolled `lax.scan`) and for the unrolled (and rematerialised) inner loop
+that `run_meta_train` uses by default.
 
-The meta-gradients are compared leaf by leaf by relative norm error and the
-meta-loss logs elementwise, at the manifest's tolerances, for the
-reference's layout (inner steps in a rolled `lax.scan`) and for the
-unrolled (and rematerialised) inner loop that `run_meta_train` uses by
-default. In the reference's layout the learner logs and the agent's state
-after the inner steps are compared too (at the manifest's rtol 1e-4 for
-multi-step learner states); unrolling changes XLA's fusions and therefore
-float rounding, which the meta-gradient tolerance absorbs but which makes
-cancellation-prone logs (e.g. the mean TD error) move by more than 1e-4
-relative.
+Native mode, rolled layout: the manifest's tolerances (meta-gradients per
+leaf ||g - g_ref|| <= 1e-3 ||g_ref|| + 1e-7, meta-loss logs rtol 1e-4,
+learner logs and the agent's state after the inner steps rtol 1e-4); the
+reference is reproduced bit for bit.
+
+Cross-platform mode, and the unrolled layout in either mode (unrolling
+changes XLA's fusions and so rounding, as another machine does: on an AVX2
+machine the unrolled Disco103 meta-gradient is 65% off its own set on
+`lstm/linear/b`): the meta-gradient goes through Adam's first inner step,
+lr * g / (|g| + 1e-8), whose derivative 1 / (|g| + 1e-8) is largest where a
+gradient entry is near zero, i.e. where last-bit noise decides. The
+reference's own Disco103 meta-gradients on the two machines have cosine
+0.966 and relative error 0.34 (some leaves 33%), while the meta-loss they
+come from agrees to 6e-7. So the comparisons are:
+
+* meta-gradients, all leaves as one vector: 1 - cosine <= 0.1 and
+  ||g - g_ref|| / ||g_ref|| <= 0.6 (measured across the two machines: 0.034
+  and 0.34; on an emulated third platform without FMA, 0.043 and 0.37);
+* meta-loss logs: as tight as native, rtol 1e-4 (measured: 6e-7; without
+  FMA 1.9e-5), but for the validation value's mean, a value-function output
+  whose inverse signed-hyperbolic transform cancels near zero (measured:
+  0 and 6.9e-4 without FMA): rtol 1e-2;
+* learner logs of the inner steps: norm-wise rtol 1e-2 (measured 3e-4);
+* the agent's state after the inner steps, as the steps it took from the
+  state before them (`golden.as_steps`): rtol 1e-2 for the learner state
+  (measured 2e-3) and 3e-2 for the value function's (measured 1e-6,
+  7.6e-3 without FMA).
+
+Every bug of tests/parity/mutations.py that reaches meta-training fails at
+least one of these (README, Parity).
 """
 
 from collections.abc import Mapping
@@ -27,16 +49,24 @@ import pytest
 
 from disco import meta_train
 from disco import types
+from tests.parity import builders
 from tests.parity import golden
 
-_CASES = ('meta_gradient_random', 'meta_gradient_disco103')
 # Manifest: per leaf ||g - g_ref|| <= 1e-3 * ||g_ref|| + 1e-7.
 _GRAD_RTOL = 1e-3
 _GRAD_ATOL = 1e-7
 # Manifest: meta_log rtol 1e-4; multi-step learner states rtol 1e-4.
-_LOG_RTOL = 1e-4
-_STATE_RTOL = 1e-4
-_STATE_ATOL = 1e-6
+_LOG = dict(rtol=1e-4, atol=0.0)
+_STATE = dict(rtol=1e-4, atol=1e-6)
+# Cross-platform mode (see the module docstring for the measured spread).
+_CROSS_MAX_ONE_MINUS_COSINE = 0.1
+_CROSS_MAX_REL_NORM = 0.6
+_LOG_CROSS = dict(rtol=1e-4, atol=1e-7)
+_VALUE_LOG_CROSS = dict(rtol=1e-2, atol=1e-7)
+_VALUE_LOG = 'value'  # The meta-loss log of the value function's mean.
+_OUTPUTS_CROSS = dict(rtol=1e-2, atol=1e-5)
+_STEP_RTOL_CROSS = {'learner_state': 1e-2, 'value_state': 3e-2}
+_STEP_VALUE_RTOL_CROSS = 1e-6
 
 
 def _tuples(value: Any) -> Any:
@@ -114,7 +144,7 @@ def _rollout(flat: Mapping[str, np.ndarray]) -> types.ActorRollout:
 def _params(case: golden.Case) -> dict[str, dict[str, np.ndarray]]:
   if any(k.startswith('params/') for k in case.arrays):
     return case.haiku('params')
-  return golden.Case('disco103_meta_params').haiku('params')
+  return builders.disco103()
 
 
 @functools.lru_cache(maxsize=None)
@@ -136,17 +166,13 @@ def _meta_gradient_fn(
   )
 
 
-def _relative_norm_errors(got, want) -> dict[str, float]:
-  errors = {}
-  for key, expected in want.items():
-    diff = np.linalg.norm((got[key] - expected).astype(np.float64).ravel())
-    norm = np.linalg.norm(expected.astype(np.float64).ravel())
-    assert diff <= _GRAD_RTOL * norm + _GRAD_ATOL, (
-        f'{key}: ||g - g_ref|| = {diff:.3g} > {_GRAD_RTOL} * {norm:.3g}'
-        f' + {_GRAD_ATOL}'
-    )
-    errors[key] = diff / max(norm, 1e-30)
-  return errors
+def _global_stats(got, want) -> tuple[float, float]:
+  """(cosine, ||g - g_ref|| / ||g_ref||) over all leaves together."""
+  keys = sorted(want)
+  g = np.concatenate([np.ravel(got[k]).astype(np.float64) for k in keys])
+  r = np.concatenate([np.ravel(want[k]).astype(np.float64) for k in keys])
+  cosine = float(g @ r / (np.linalg.norm(g) * np.linalg.norm(r)))
+  return cosine, float(np.linalg.norm(g - r) / np.linalg.norm(r))
 
 
 @pytest.mark.parametrize(
@@ -160,7 +186,10 @@ def _relative_norm_errors(got, want) -> dict[str, float]:
     ],
 )
 def test_calculate_meta_gradient_matches_reference(name, unroll, remat):
-  case = golden.Case(name)
+  # Unrolling the inner loop changes XLA's fusions, and so rounding, as
+  # another machine does: that program is compared at cross-platform
+  # tolerances in either mode.
+  case = golden.Case(name, cross='unrolled inner loop' if unroll else None)
   config = _config(case)
   agent = _agent(config)
   key = jax.random.PRNGKey(0)
@@ -191,38 +220,78 @@ def test_calculate_meta_gradient_matches_reference(name, unroll, remat):
       case['inputs/rng'],
   )
 
-  errors = _relative_norm_errors(
-      golden.flatten(meta_grads), case.subtree('expected/meta_grads')
-  )
-  assert len(errors) == 42
-  golden.assert_close(
-      golden.flatten(meta_log),
-      case.subtree('expected/meta_log'),
-      rtol=_LOG_RTOL,
-      atol=0.0,
-      case=name,
-      label='meta_log',
-  )
-  assert set(train_logs) == set(case.subtree('expected/train_metrics'))
-  if unroll:
-    return
-  golden.assert_close(
-      golden.flatten(train_logs),
-      case.subtree('expected/train_metrics'),
-      rtol=_STATE_RTOL,
-      atol=_STATE_ATOL,
-      case=name,
-      label='train_metrics',
-  )
-  for part in ('learner_state', 'value_state'):
-    golden.assert_close(
-        golden.flatten(getattr(new_state, part)),
-        case.subtree(f'expected/new_agent_state/{part}'),
-        rtol=_STATE_RTOL,
-        atol=_STATE_ATOL,
-        case=name,
-        label=f'new_agent_state/{part}',
+  want_grads = case.subtree('expected/meta_grads')
+  got_grads = golden.flatten(meta_grads)
+  with golden.checks() as check:
+    if case.cross:
+      cosine, rel_norm = _global_stats(got_grads, want_grads)
+      label = 'meta_grads (all leaves)'
+      check.scalar(
+          '1 - cosine',
+          1.0 - cosine,
+          at_most=_CROSS_MAX_ONE_MINUS_COSINE,
+          case=case,
+          label=label,
+      )
+      check.scalar(
+          'rel_norm',
+          rel_norm,
+          at_most=_CROSS_MAX_REL_NORM,
+          case=case,
+          label=label,
+      )
+    else:
+      check(
+          got_grads,
+          want_grads,
+          rtol=_GRAD_RTOL,
+          atol={k: _GRAD_ATOL / np.sqrt(v.size) for k, v in want_grads.items()},
+          norm=True,
+          case=case,
+          label='meta_grads',
+      )
+    got_log = golden.flatten(meta_log)
+    want_log = case.subtree('expected/meta_log')
+    if case.cross:
+      value = {_VALUE_LOG: want_log.pop(_VALUE_LOG)}
+      check(
+          {_VALUE_LOG: got_log.pop(_VALUE_LOG)},
+          value,
+          **_VALUE_LOG_CROSS,
+          case=case,
+          label='meta_log (value)',
+      )
+    check(
+        got_log,
+        want_log,
+        **case.pick(native=_LOG, cross=_LOG_CROSS),
+        case=case,
+        label='meta_log',
     )
+    assert set(train_logs) == set(case.subtree('expected/train_metrics'))
+    check(
+        golden.flatten(train_logs),
+        case.subtree('expected/train_metrics'),
+        **case.pick(native=_STATE, cross=_OUTPUTS_CROSS),
+        case=case,
+        label='train_metrics',
+    )
+    for part in ('learner_state', 'value_state'):
+      got = golden.flatten(getattr(new_state, part))
+      want = case.subtree(f'expected/new_agent_state/{part}')
+      tol = _STATE
+      label = f'new_agent_state/{part}'
+      if case.cross:
+        # As the steps taken from the agent's state before the inner steps.
+        got, want, tol = golden.as_steps(
+            got,
+            want,
+            case.subtree(f'inputs/agent_state/{part}'),
+            rtol=_STEP_RTOL_CROSS[part],
+            value_rtol=_STEP_VALUE_RTOL_CROSS,
+        )
+        label += ' as steps'
+      check(got, want, **tol, case=case, label=label)
   # The environments are carried through untouched.
   same = jax.tree.map(
       np.array_equal,

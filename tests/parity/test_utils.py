@@ -2,7 +2,10 @@
 
 MovingAverage (4 updates, both normalisations), batch_lookup, the
 differentiable policy-gradient loss and its gradients, and tree_stack.
-Tolerance: rtol 1e-6, atol 1e-6.
+Tolerance: rtol 1e-6, atol 1e-6 in both modes (the reference gives the same
+bits on AVX2 and AVX-512 machines here, MANIFEST.md section 3a), per leaf
+norm-wise in cross-platform mode (`golden.assert_close`); on a GPU 1e-5
+(`_TOL_ACCELERATOR`).
 
 These goldens were computed op by op: eager calls reproduce them bit for
 bit. Under `jit` XLA may reassociate the EMA's variance, m2 / (1 - d) -
@@ -20,36 +23,50 @@ from tests.parity import golden
 
 _NAME = 'utils'
 _TOL = dict(rtol=1e-6, atol=1e-6)
+# On a GPU (measured on an H100 against the AVX-512 set): up to 1.6 times
+# `_TOL` (the normalised EMA outputs, 1.9e-6 relative), from its other
+# float32 elementary functions (sqrt, division).
+_TOL_ACCELERATOR = dict(rtol=1e-5, atol=1e-5)
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture
 def case():
   return golden.Case(_NAME)
 
 
-def _check(got, expected, label):
-  golden.assert_close(got, expected, **_TOL, case=_NAME, label=label)
+def _check(case, got, expected, label):
+  tol = case.pick(native=_TOL, cross=_TOL, accelerator=_TOL_ACCELERATOR)
+  golden.assert_close(got, expected, **tol, case=case, label=label)
 
 
 def test_moving_average(case):
   config = case.config['moving_average']
   assert config['pmean_axis_name'] is None
+  # The example tree (config['example_tree']): a scalar per input leaf.
+  example = {k: jnp.zeros(()) for k in case.subtree('inputs/ema/values/0')}
   ema = utils.MovingAverage(
-      {'a': jnp.zeros(()), 'b': jnp.zeros(())},
+      example,
       decay=config['decay'],
       eps=config['eps'],
   )
   state = ema.init_state()
-  _check(golden.flatten(state), case.subtree('expected/ema/init_state'), 'init')
-  for i in range(4):
+  _check(
+      case,
+      golden.flatten(state),
+      case.subtree('expected/ema/init_state'),
+      'init',
+  )
+  for i in range(case.count('inputs/ema/values')):
     values = case.subtree(f'inputs/ema/values/{i}')
     state = ema.update_state(values, state, pmean_axis_name=None)
     _check(
+        case,
         golden.flatten(state),
         case.subtree(f'expected/ema/state/{i}'),
         f'state/{i}',
     )
     _check(
+        case,
         golden.flatten(
             ema.normalize(values, state, root_eps=config['root_eps'])
         ),
@@ -57,6 +74,7 @@ def test_moving_average(case):
         f'normalize/{i}',
     )
     _check(
+        case,
         golden.flatten(
             ema.normalize(
                 values,
@@ -80,7 +98,10 @@ def test_batch_lookup(case):
       out_num_dims1=utils.batch_lookup(table3[0], index[0], num_dims=1),
   )
   _check(
-      golden.flatten(got), case.subtree('expected/batch_lookup'), 'batch_lookup'
+      case,
+      golden.flatten(got),
+      case.subtree('expected/batch_lookup'),
+      'batch_lookup',
   )
 
 
@@ -105,7 +126,7 @@ def test_differentiable_policy_gradient_loss(case, backprop):
       grad_adv=grad_adv,
   )
   label = f'pg/backprop_{str(backprop).lower()}'
-  _check(golden.flatten(got), case.subtree(f'expected/{label}'), label)
+  _check(case, golden.flatten(got), case.subtree(f'expected/{label}'), label)
 
 
 def test_tree_stack(case):
@@ -113,19 +134,21 @@ def test_tree_stack(case):
       dict(
           x=case[f'inputs/tree_stack/elems/{k}/x'],
           y=[
-              case[f'inputs/tree_stack/elems/{k}/y/0'],
-              case[f'inputs/tree_stack/elems/{k}/y/1'],
+              case[f'inputs/tree_stack/elems/{k}/y/{j}']
+              for j in range(case.count(f'inputs/tree_stack/elems/{k}/y'))
           ],
       )
-      for k in range(3)
+      for k in range(case.count('inputs/tree_stack/elems'))
   ]
   _check(
+      case,
       golden.flatten(utils.tree_stack(elems, axis=0)),
       case.subtree('expected/tree_stack/axis0'),
       'tree_stack/axis0',
   )
   pairs = [dict(x=e['x'], y0=e['y'][0]) for e in elems]
   _check(
+      case,
       golden.flatten(utils.tree_stack(pairs, axis=1)),
       case.subtree('expected/tree_stack/axis1'),
       'tree_stack/axis1',

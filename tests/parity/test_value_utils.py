@@ -4,7 +4,13 @@ Cases `value_utils_categorical_and_losses` (scalar <-> categorical values,
 value losses and their gradients), `value_utils_estimators` (V-trace,
 Retrace, importance weights) and `value_utils_get_value_outs_{actor_critic,
 disco,value_fn}` (`get_value_outs` called as each of its three users calls
-it). Tolerance: rtol 1e-5, atol 1e-5 for all five.
+it). Tolerance: rtol 1e-5, atol 1e-5 for all five, in both modes (the
+reference gives the same bits on AVX2 and AVX-512 machines here, MANIFEST.md
+section 3a), per leaf norm-wise in cross-platform mode: on an emulated
+platform without FMA single differences such as qv_adv = q - v move by
+1e-4 relative (7 times the elementwise tolerance), the leaves by 2e-6.
+On a GPU, 1e-4 (`_TOL_ACCELERATOR`): its own float32 elementary functions
+move these leaves by up to 1.9e-4 relative (measured on an H100).
 
 These goldens appear to have been computed op by op: eager calls reproduce
 them bit for bit, so the calls here are eager. (The inverse signed-hyperbolic transform
@@ -25,8 +31,19 @@ from tests.parity import builders
 from tests.parity import golden
 
 _TOL = dict(rtol=1e-5, atol=1e-5)
+# On a GPU (measured on an H100 against the AVX-512 set): up to 2.4 times
+# `_TOL` (grad_net_out of the scalar non-linear loss, 1.9e-4 relative; the
+# get_value_outs leaves 1.4e-5), from its own float32 sqrt, exp and
+# division; see the module docstring.
+_TOL_ACCELERATOR = dict(rtol=1e-4, atol=1e-4)
 
-# Loss configurations of `value_utils_categorical_and_losses`, by key tag.
+
+def _tol(case: golden.Case) -> dict[str, float]:
+  return case.pick(native=_TOL, cross=_TOL, accelerator=_TOL_ACCELERATOR)
+
+
+# Loss configurations of `value_utils_categorical_and_losses`, by key tag
+# (the case's recipe; its JSON config holds only sizes and the seed).
 _LOSS_CONFIGS = {
     'disco_q': dict(
         nonlinear_transform=True, categorical_value=True, max_abs_value=300.0
@@ -37,19 +54,26 @@ _LOSS_CONFIGS = {
     'scalar_default': dict(),
     'scalar_nonlinear': dict(nonlinear_transform=True),
 }
-# Bin settings of the same case: tag -> (num_bins, max_abs_value).
-_BINS = {'b601': (601, 300.0), 'b11': (11, 5.0)}
+# Range of the bins of the same case, by tag (the number of bins is read
+# from the arrays).
+_MAX_ABS_VALUE = {'b601': 300.0, 'b11': 5.0}
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture
 def categorical_case():
   return golden.Case('value_utils_categorical_and_losses')
 
 
-@pytest.mark.parametrize('tag', sorted(_BINS))
+def test_categorical_tags_are_known(categorical_case):
+  tags = {k.split('/')[0] for k in categorical_case.subtree('expected')}
+  assert tags == set(_MAX_ABS_VALUE) | {f'loss_{t}' for t in _LOSS_CONFIGS}
+
+
+@pytest.mark.parametrize('tag', sorted(_MAX_ABS_VALUE))
 def test_categorical_conversions(categorical_case, tag):
   case = categorical_case
-  num_bins, max_abs_value = _BINS[tag]
+  max_abs_value = _MAX_ABS_VALUE[tag]
+  num_bins = case[f'inputs/{tag}/logits'].shape[-1]
   got = dict(
       value_logits_to_scalar=value_utils.value_logits_to_scalar(
           case[f'inputs/{tag}/logits'], max_abs_value
@@ -61,8 +85,8 @@ def test_categorical_conversions(categorical_case, tag):
   golden.assert_close(
       golden.flatten(got),
       case.subtree(f'expected/{tag}'),
-      **_TOL,
-      case=case.name,
+      **_tol(case),
+      case=case,
       label=tag,
   )
 
@@ -87,8 +111,8 @@ def test_value_losses(categorical_case, tag):
   golden.assert_close(
       golden.flatten(got),
       case.subtree(f'expected/loss_{tag}'),
-      **_TOL,
-      case=case.name,
+      **_tol(case),
+      case=case,
       label=f'loss_{tag}',
   )
 
@@ -127,8 +151,8 @@ def test_estimators():
   golden.assert_close(
       golden.flatten(got),
       case.subtree('expected'),
-      **_TOL,
-      case=case.name,
+      **_tol(case),
+      case=case,
       label='estimators',
   )
 
@@ -214,7 +238,7 @@ def test_get_value_outs(name):
   golden.assert_close(
       golden.flatten(got),
       case.subtree('expected'),
-      **_TOL,
-      case=name,
+      **_tol(case),
+      case=case,
       label='get_value_outs',
   )

@@ -1,0 +1,115 @@
+"""Session hooks of the parity suite (tests/parity), kept at the tests' root.
+
+pytest reads `pytest_report_header` only from the conftest files it loads
+at start-up, and under pytest-xdist the controller (which prints the report)
+never collects tests/parity, so these hooks live here:
+
+* the report's header says which golden set and mode the parity tests use
+  (tests/parity/platforms.py), and its summary lists each case with its mode;
+* `$DISCO_PARITY_MUTATION` applies a deliberate bug for the whole session
+  (tests/parity/mutations.py), to check that the suite catches it;
+* on an accelerator, matmuls run at 'highest' precision, and
+  `$DISCO_PARITY_BACKEND` skips the parity tests where that backend is not
+  JAX's default.
+"""
+
+import collections
+import os
+import pathlib
+
+import jax
+import pytest
+
+from tests.parity import golden
+from tests.parity import mutations
+from tests.parity import platforms
+
+_PARITY_DIR = pathlib.Path(__file__).parent / 'parity'
+_CASE_PROPERTY = 'parity_case'
+
+
+def _is_parity(item: pytest.Item) -> bool:
+  return _PARITY_DIR in pathlib.Path(str(item.path)).parents
+
+
+def pytest_configure(config: pytest.Config) -> None:
+  name = os.environ.get(mutations.MUTATION_ENV)
+  if name:
+    patch = pytest.MonkeyPatch()
+    mutations.apply(name, patch)
+    config.add_cleanup(patch.undo)
+  if jax.default_backend() != 'cpu':
+    # TF32 or bfloat16 passes are far outside any parity tolerance.
+    jax.config.update('jax_default_matmul_precision', 'highest')
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+  del config
+  lines = []
+  name = os.environ.get(mutations.MUTATION_ENV)
+  if name:
+    lines.append(
+        f'disco parity: MUTATION {name}:'
+        f' {mutations.MUTATIONS[name].description}'
+    )
+  root = os.environ.get(golden.PARITY_DIR_ENV)
+  if not root or not pathlib.Path(root).is_dir():
+    return lines + [f'disco parity: ${golden.PARITY_DIR_ENV} not set']
+  try:
+    chosen = platforms.select(pathlib.Path(root).resolve())
+  except platforms.SelectionError as e:
+    return lines + [f'disco parity: {e}']
+  return lines + ['disco parity: ' + chosen.describe()]
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+  del config
+  wanted = os.environ.get(platforms.BACKEND_ENV)
+  if not wanted or jax.default_backend() == wanted:
+    return
+  skip = pytest.mark.skip(
+      reason=(
+          f'${platforms.BACKEND_ENV}={wanted}, but JAX runs on'
+          f' {jax.default_backend()!r} here (no {wanted} available).'
+      )
+  )
+  for item in items:
+    if _is_parity(item):
+      item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+  report = yield
+  if call.when in ('setup', 'call') and _is_parity(item):
+    for name, mode, platform in golden.loaded:
+      entry = (_CASE_PROPERTY, f'{name}|{mode}|{platform}')
+      if entry not in item.user_properties:
+        item.user_properties.append(entry)
+    golden.loaded.clear()
+    report.user_properties = list(item.user_properties)
+  return report
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+  """One line per golden case: its mode, its set and its tests' outcomes."""
+  del exitstatus, config
+  outcomes = collections.defaultdict(collections.Counter)
+  for reports in terminalreporter.stats.values():
+    for report in reports:
+      # A test's outcome is its call's, or its setup's if that did not pass.
+      when = getattr(report, 'when', None)
+      if when != 'call' and not (when == 'setup' and not report.passed):
+        continue
+      for key, value in getattr(report, 'user_properties', ()):
+        if key == _CASE_PROPERTY:
+          outcomes[value][report.outcome] += 1
+  if not outcomes:
+    return
+  terminalreporter.section('disco parity: cases and modes')
+  for value in sorted(outcomes):
+    name, mode, platform = value.split('|')
+    counts = ', '.join(f'{n} {k}' for k, n in sorted(outcomes[value].items()))
+    terminalreporter.line(f'{name:42s} {mode:34s} set {platform:8s} {counts}')

@@ -1,0 +1,241 @@
+"""The parity suite's teeth: which cases catch each plausible porting bug.
+
+Runs the parity suite once per mode without any bug (the baseline, which
+must pass) and once per mode and bug of `mutations.MUTATIONS` (each applied
+alone through `$DISCO_PARITY_MUTATION`), and tabulates the failing cases.
+Every bug must make at least one case fail in cross-platform mode, the
+loose one; the exit status says whether that holds.
+
+    python -m tests.parity.teeth --out teeth/            # everything (slow)
+    python -m tests.parity.teeth --modes cross --mutations polyak_inverted
+
+Writes to --out: `teeth.md` (the table in the README), `teeth.csv` (bug,
+mode, failing cases), `margins.csv` (per mode, bug and case, the worst
+comparison as a multiple of its tolerance: the baseline's is the spread
+measured here, a bug's is how far it lands outside), and the runs' logs and
+JSON-lines reports.
+"""
+
+import argparse
+from collections.abc import Sequence
+import csv
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+from tests.parity import mutations
+from tests.parity import platforms
+
+_REPO = pathlib.Path(__file__).resolve().parents[2]
+_BASELINE = 'none'
+_CASE_PROPERTY = 'parity_case'
+
+
+def _run(
+    mode: str,
+    mutation: str,
+    out: pathlib.Path,
+    workers: int,
+    tests: Sequence[str],
+) -> dict[str, object]:
+  """Runs pytest once; returns its failing cases and worst ratios."""
+  tag = f'{mode}-{mutation}'
+  report = out / 'reports' / f'{tag}.jsonl'
+  junit = out / 'junit' / f'{tag}.xml'
+  log = out / 'logs' / f'{tag}.txt'
+  for path in (report, junit, log):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+  env = dict(os.environ)
+  env[platforms.MODE_ENV] = mode
+  env['DISCO_PARITY_REPORT'] = str(report)
+  env.pop(mutations.MUTATION_ENV, None)
+  if mutation != _BASELINE:
+    env[mutations.MUTATION_ENV] = mutation
+  command = [
+      sys.executable, '-m', 'pytest', *tests, '-q', '-p', 'no:cacheprovider',
+      f'--junitxml={junit}', '-o', 'junit_family=xunit1',
+  ]  # fmt: skip
+  if workers > 1:
+    command += ['-n', str(workers)]
+  start = time.perf_counter()
+  with open(log, 'w') as f:
+    process = subprocess.run(
+        command, cwd=_REPO, env=env, stdout=f, stderr=subprocess.STDOUT
+    )
+  seconds = time.perf_counter() - start
+  if process.returncode not in (0, 1):  # 1: some tests failed.
+    raise RuntimeError(
+        f'pytest exited with {process.returncode} for {tag}; see {log}.'
+    )
+
+  worst: dict[str, float] = {}
+  failing: set[str] = set()
+  if report.exists():
+    for line in report.read_text().splitlines():
+      row = json.loads(line)
+      ratio = float(row['ratio'])
+      worst[row['case']] = max(worst.get(row['case'], 0.0), ratio)
+      if ratio > 1.0:
+        failing.add(row['case'])
+  failing_tests = []
+  for testcase in ET.parse(junit).getroot().iter('testcase'):
+    if testcase.find('failure') is None and testcase.find('error') is None:
+      continue
+    name = f'{testcase.get("classname")}::{testcase.get("name")}'
+    failing_tests.append(name)
+    cases = [
+        p.get('value').split('|')[0]
+        for p in testcase.iter('property')
+        if p.get('name') == _CASE_PROPERTY
+    ]
+    # A test that stopped with an exception before comparing anything fails
+    # every case it loaded (e.g. a shape error inside the library).
+    if not any(c in failing for c in cases):
+      failing.update(cases or [name])
+      for c in cases:
+        worst[c] = float('inf')
+  print(
+      f'{tag:45s} {seconds:6.0f} s  failing cases:'
+      f' {", ".join(sorted(failing)) or "none"}',
+      flush=True,
+  )
+  return dict(failing=sorted(failing), failing_tests=failing_tests, worst=worst)
+
+
+def _short(case: str) -> str:
+  return f'`{case}`'
+
+
+def _write(results, modes, names, out: pathlib.Path) -> None:
+  with open(out / 'teeth.csv', 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['bug', 'mode', 'num_failing_cases', 'failing_cases'])
+    for name in names:
+      for mode in modes:
+        if name in results[mode]:
+          failing = results[mode][name]['failing']
+          writer.writerow([name, mode, len(failing), ' '.join(failing)])
+  with open(out / 'margins.csv', 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['mode', 'bug', 'case', 'worst_ratio'])
+    for mode in modes:
+      for name in names:
+        if name not in results[mode]:
+          continue
+        for case, ratio in sorted(results[mode][name]['worst'].items()):
+          writer.writerow([mode, name, case, f'{ratio:.4g}'])
+  lines = [
+      '| bug | ' + ' | '.join(f'failing cases, {m} mode' for m in modes) + ' |',
+      '|---|' + '---|' * len(modes),
+  ]
+  for name in names:
+    description = (
+        'none (baseline)'
+        if name == _BASELINE
+        else f'`{name}`: {mutations.MUTATIONS[name].description}'
+    )
+    cells = []
+    for mode in modes:
+      if name not in results[mode]:
+        cells.append('(not run)')
+        continue
+      failing = results[mode][name]['failing']
+      cells.append(
+          f'{len(failing)}: ' + ', '.join(_short(c) for c in failing)
+          if failing
+          else '0'
+      )
+    lines.append(f'| {description} | ' + ' | '.join(cells) + ' |')
+  (out / 'teeth.md').write_text('\n'.join(lines) + '\n')
+  (out / 'teeth.json').write_text(json.dumps(results, indent=1))
+  (out / 'margins.md').write_text(_margins_table(results, modes, names))
+
+
+def _margins_table(results, modes, names) -> str:
+  """Per mode and case: the spread and the closest bug, in tolerances."""
+  lines = []
+  for mode in modes:
+    if _BASELINE not in results[mode]:
+      continue
+    baseline = results[mode][_BASELINE]['worst']
+    lines += [
+        (
+            f'{mode} mode: worst comparison of each case as a multiple of its'
+            ' tolerance (above 1 fails)'
+        ),
+        '',
+        '| case | no bug | bugs caught | closest catch |',
+        '|---|---|---|---|',
+    ]
+    for case in sorted(baseline):
+      caught = sorted(
+          (results[mode][n]['worst'].get(case, 0.0), n)
+          for n in names
+          if n != _BASELINE
+          and n in results[mode]
+          and results[mode][n]['worst'].get(case, 0.0) > 1.0
+      )
+      closest = f'{caught[0][0]:.3g} (`{caught[0][1]}`)' if caught else '-'
+      lines.append(
+          f'| `{case}` | {baseline[case]:.3g} | {len(caught)} | {closest} |'
+      )
+    lines.append('')
+  return '\n'.join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(
+      description=__doc__.split('\n\n')[0],
+      formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
+  parser.add_argument(
+      '--modes',
+      nargs='+',
+      default=[platforms.NATIVE, platforms.CROSS],
+      choices=[platforms.NATIVE, platforms.CROSS],
+  )
+  parser.add_argument(
+      '--mutations',
+      nargs='+',
+      default=list(mutations.MUTATIONS),
+      choices=list(mutations.MUTATIONS),
+      metavar='BUG',
+      help=f'bugs to apply (default: all: {", ".join(mutations.MUTATIONS)})',
+  )
+  parser.add_argument('--out', type=pathlib.Path, default=pathlib.Path('teeth'))
+  parser.add_argument('--workers', type=int, default=2)
+  parser.add_argument(
+      '--tests', nargs='+', default=['tests/parity'], help='pytest targets'
+  )
+  args = parser.parse_args(argv)
+  if not os.environ.get('DISCO_PARITY_DIR'):
+    parser.error('$DISCO_PARITY_DIR must point at the parity goldens.')
+  args.out.mkdir(parents=True, exist_ok=True)
+  names = [_BASELINE] + list(args.mutations)
+  results = {mode: {} for mode in args.modes}
+  for mode in args.modes:
+    for name in names:
+      results[mode][name] = _run(mode, name, args.out, args.workers, args.tests)
+      _write(results, args.modes, names, args.out)
+  print((args.out / 'teeth.md').read_text())
+
+  ok = True
+  for mode in args.modes:
+    if results[mode][_BASELINE]['failing']:
+      print(f'The baseline fails in {mode} mode.')
+      ok = False
+  if platforms.CROSS in args.modes:
+    for name in args.mutations:
+      if not results[platforms.CROSS][name]['failing']:
+        print(f'{name} is caught by no case in cross-platform mode.')
+        ok = False
+  return 0 if ok else 1
+
+
+if __name__ == '__main__':
+  sys.exit(main())
