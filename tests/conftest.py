@@ -25,7 +25,6 @@ from tests.parity import mutations
 from tests.parity import platforms
 
 _PARITY_DIR = pathlib.Path(__file__).parent / 'parity'
-_CASE_PROPERTY = 'parity_case'
 
 
 def _is_parity(item: pytest.Item) -> bool:
@@ -33,7 +32,7 @@ def _is_parity(item: pytest.Item) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-  name = os.environ.get(mutations.MUTATION_ENV)
+  name = os.environ.get(golden.MUTATION_ENV)
   if name:
     patch = pytest.MonkeyPatch()
     mutations.apply(name, patch)
@@ -46,7 +45,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
   del config
   lines = []
-  name = os.environ.get(mutations.MUTATION_ENV)
+  name = os.environ.get(golden.MUTATION_ENV)
   if name:
     lines.append(
         f'disco parity: MUTATION {name}:'
@@ -85,7 +84,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
   report = yield
   if call.when in ('setup', 'call') and _is_parity(item):
     for name, mode, platform in golden.loaded:
-      entry = (_CASE_PROPERTY, f'{name}|{mode}|{platform}')
+      entry = (golden.CASE_PROPERTY, f'{name}|{mode}|{platform}')
       if entry not in item.user_properties:
         item.user_properties.append(entry)
     golden.loaded.clear()
@@ -104,7 +103,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
       if when != 'call' and not (when == 'setup' and not report.passed):
         continue
       for key, value in getattr(report, 'user_properties', ()):
-        if key == _CASE_PROPERTY:
+        if key == golden.CASE_PROPERTY:
           outcomes[value][report.outcome] += 1
   if not outcomes:
     return

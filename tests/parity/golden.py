@@ -23,6 +23,9 @@ from tests.parity import platforms
 
 PARITY_DIR_ENV = 'DISCO_PARITY_DIR'
 REPORT_ENV = 'DISCO_PARITY_REPORT'
+MUTATION_ENV = 'DISCO_PARITY_MUTATION'
+# The pytest user property that names a test's cases (conftest.py, teeth.py).
+CASE_PROPERTY = 'parity_case'
 
 NATIVE = platforms.NATIVE
 CROSS = platforms.CROSS
@@ -205,7 +208,7 @@ def _record(**fields: Any) -> None:
   path = os.environ.get(REPORT_ENV)
   if not path or not fields.get('case'):
     return
-  fields.setdefault('mutation', os.environ.get('DISCO_PARITY_MUTATION', ''))
+  fields.setdefault('mutation', os.environ.get(MUTATION_ENV, ''))
   with open(path, 'a') as f:
     f.write(json.dumps(fields) + '\n')
 
@@ -398,12 +401,15 @@ def as_steps(
     steps keyed by group.
   """
 
-  def steps(flat):
+  def grouped(flat, subtract: bool) -> dict[str, np.ndarray]:
+    """{group: leaves concatenated}, minus `before` if `subtract`."""
     groups: dict[str, list[np.ndarray]] = {}
     for key in sorted(flat):
       value = np.asarray(flat[key])
       if value.dtype.kind == 'f' and key in before:
-        value = value.astype(np.float64) - before[key].astype(np.float64)
+        value = value.astype(np.float64)
+        if subtract:
+          value = value - before[key].astype(np.float64)
         groups.setdefault(step_group(key), []).append(value.ravel())
       else:
         groups.setdefault(key, []).append(value)
@@ -411,19 +417,15 @@ def as_steps(
         k: np.concatenate(v) if len(v) > 1 else v[0] for k, v in groups.items()
     }
 
-  values = {
-      k: np.concatenate([
-          np.ravel(expected[key]).astype(np.float64)
-          for key in sorted(expected)
-          if (step_group(key) if key in before else key) == k
-      ])
-      for k in steps(expected)
-  }
   atol = {
-      k: value_rtol * float(np.sqrt(np.mean(np.square(v))))
-      for k, v in values.items()
+      k: value_rtol * float(np.sqrt(np.mean(np.square(v, dtype=np.float64))))
+      for k, v in grouped(expected, subtract=False).items()
   }
-  return steps(got), steps(expected), dict(rtol=rtol, atol=atol, norm=True)
+  return (
+      grouped(got, subtract=True),
+      grouped(expected, subtract=True),
+      dict(rtol=rtol, atol=atol, norm=True),
+  )
 
 
 def assert_scalar(

@@ -25,8 +25,6 @@ from disco.update_rules import disco as disco_rule
 from disco.update_rules import input_transforms
 from disco.value_fns import value_utils
 
-MUTATION_ENV = 'DISCO_PARITY_MUTATION'
-
 
 @dataclasses.dataclass(frozen=True)
 class Mutation:

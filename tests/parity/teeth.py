@@ -27,12 +27,12 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+from tests.parity import golden
 from tests.parity import mutations
 from tests.parity import platforms
 
 _REPO = pathlib.Path(__file__).resolve().parents[2]
 _BASELINE = 'none'
-_CASE_PROPERTY = 'parity_case'
 
 
 def _run(
@@ -52,10 +52,10 @@ def _run(
     path.unlink(missing_ok=True)
   env = dict(os.environ)
   env[platforms.MODE_ENV] = mode
-  env['DISCO_PARITY_REPORT'] = str(report)
-  env.pop(mutations.MUTATION_ENV, None)
+  env[golden.REPORT_ENV] = str(report)
+  env.pop(golden.MUTATION_ENV, None)
   if mutation != _BASELINE:
-    env[mutations.MUTATION_ENV] = mutation
+    env[golden.MUTATION_ENV] = mutation
   command = [
       sys.executable, '-m', 'pytest', *tests, '-q', '-p', 'no:cacheprovider',
       f'--junitxml={junit}', '-o', 'junit_family=xunit1',
@@ -91,7 +91,7 @@ def _run(
     cases = [
         p.get('value').split('|')[0]
         for p in testcase.iter('property')
-        if p.get('name') == _CASE_PROPERTY
+        if p.get('name') == golden.CASE_PROPERTY
     ]
     # A test that stopped with an exception before comparing anything fails
     # every case it loaded (e.g. a shape error inside the library).
@@ -213,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       '--tests', nargs='+', default=['tests/parity'], help='pytest targets'
   )
   args = parser.parse_args(argv)
-  if not os.environ.get('DISCO_PARITY_DIR'):
+  if not os.environ.get(golden.PARITY_DIR_ENV):
     parser.error('$DISCO_PARITY_DIR must point at the parity goldens.')
   args.out.mkdir(parents=True, exist_ok=True)
   names = [_BASELINE] + list(args.mutations)
