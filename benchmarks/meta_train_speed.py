@@ -24,12 +24,15 @@ for the cores.
 """
 
 import argparse
+from collections.abc import Sequence
 import json
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from typing import Any
 
 _VARIANTS = {
     'default': {},
@@ -52,10 +55,14 @@ def _worker(variant: str, warmup: int, steps: int) -> None:
 
   compiles = []
 
-  def _on_event(name, duration, **kwargs):
-    del kwargs
+  def _on_event(name: str, duration: float, **kwargs: Any) -> None:
     if name == '/jax/core/compile/backend_compile_duration':
-      compiles.append((time.time(), duration))
+      compiles.append((
+          time.time(),
+          duration,
+          kwargs.get('fun_name', ''),
+          threading.current_thread() is threading.main_thread(),
+      ))
 
   jax.monitoring.register_event_duration_secs_listener(_on_event)
   from disco import meta_train  # pylint: disable=g-import-not-at-top
@@ -66,7 +73,7 @@ def _worker(variant: str, warmup: int, steps: int) -> None:
   )
   marks = []
 
-  def _progress(step, logs):
+  def _progress(step: int, logs: dict[str, float]) -> None:
     del logs
     usage = resource.getrusage(resource.RUSAGE_SELF)
     marks.append((step, time.time(), usage.ru_utime + usage.ru_stime))
@@ -90,7 +97,7 @@ def _worker(variant: str, warmup: int, steps: int) -> None:
   )
 
 
-def _run_variant(variant: str, warmup: int, steps: int) -> dict:
+def _run_variant(variant: str, warmup: int, steps: int) -> dict[str, Any]:
   spawned = time.time()
   out = subprocess.run(
       [
@@ -110,28 +117,35 @@ def _run_variant(variant: str, warmup: int, steps: int) -> dict:
   return result
 
 
-def _summary(result: dict, warmup: int) -> dict:
+def _summary(result: dict[str, Any], warmup: int) -> dict[str, Any]:
   marks = result['marks']  # (step, wall clock, CPU time) after each step.
   timed = range(warmup, len(marks))
   walls = [marks[i][1] - marks[i - 1][1] for i in timed]
   cpus = [marks[i][2] - marks[i - 1][2] for i in timed]
   first = result['first_step_done']
-  late = [d for t, d in result['compiles'] if t > first]
+  compiles = result['compiles']  # (time, seconds, name, in main thread).
+  # The meta-update is the run's only `pmap` (JAX 0.10 compiles `pmap` as
+  # `jit(_fun)`); in the background thread unless it had to compile again.
+  updates = [
+      c for c in compiles if c[2] == 'jit(_fun)' or 'meta_update' in c[2]
+  ]
   return dict(
       wall=statistics.median(walls),
       cpu=statistics.median(cpus),
       startup=first - result['spawned'],
       first_step=first - result['imported'],
-      num_compiles=len(result['compiles']),
-      compile_seconds=sum(d for _, d in result['compiles']),
-      longest_compile=max(d for _, d in result['compiles']),
-      late_compiles=len(late),
+      num_compiles=len(compiles),
+      compile_seconds=sum(c[1] for c in compiles),
+      longest_compile=max(c[1] for c in compiles),
+      late_compiles=sum(c[0] > first for c in compiles),
+      update_compiles=len(updates),
+      update_compiles_in_background=sum(not c[3] for c in updates),
       peak_mib=result['peak_rss_kib'] / 1024,
       steps=len(walls),
   )
 
 
-def main(argv=None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--steps', type=int, default=10, help='timed steps')
   parser.add_argument(
@@ -182,6 +196,11 @@ def main(argv=None) -> None:
         f' {s["compile_seconds"]:.1f} s in all (largest'
         f' {s["longest_compile"]:.1f} s), {s["late_compiles"]} after the'
         ' first meta-step',
+        flush=True,
+    )
+    print(
+        f'{label}: the meta-update compiled {s["update_compiles"]} time(s),'
+        f' {s["update_compiles_in_background"]} in the background',
         flush=True,
     )
     print(f'{label}: peak memory {s["peak_mib"]:.0f} MiB (max RSS)', flush=True)

@@ -21,7 +21,8 @@ from an existing `results.csv` without training.
 Final average return of a run: the summed returns of all episodes that ended
 during the last 10% of its iterations, divided by their number (iterations
 without a finished episode add nothing to either sum). The curves in the PNG
-use the same episode-weighted ratio over a moving window of iterations.
+use the same episode-weighted ratio over a moving window of iterations. Both
+are computed by `disco.metrics`.
 
 Defaults and the pilots behind them (2-core CPU shared with other jobs, load
 average 2.5-5.4, so the timings are pessimistic; 3 seeds vmapped; batch 64,
@@ -82,6 +83,7 @@ from typing import Any
 import numpy as np
 
 from disco import eval as eval_lib
+from disco import metrics
 from disco import plotting
 from disco import types
 from disco import weights
@@ -102,8 +104,6 @@ DEFAULT_REPLAY_RATIO = 2
 # Each rule at the step size it learns with here (see the module docstring).
 DEFAULT_LEARNING_RATES = {eval_lib.DISCO: 1e-2, eval_lib.ACTOR_CRITIC: 1e-3}
 DEFAULT_SMOOTHING = 25
-# The share of the last iterations that the final average return covers.
-FINAL_FRACTION = 0.1
 
 RESULTS_CSV = 'results.csv'
 CURVES_CSV = 'curves.csv'
@@ -152,53 +152,6 @@ class Run:
   wall_seconds: float
 
 
-def final_window(num_iterations: int) -> int:
-  """How many of the last iterations the final average return covers."""
-  return max(1, math.ceil(FINAL_FRACTION * num_iterations))
-
-
-def final_average_return(
-    history: eval_lib.EvalHistory,
-) -> tuple[float, float]:
-  """Episode-weighted average return over the last 10% of the iterations.
-
-  Args:
-    history: one run's learning curve.
-
-  Returns:
-    (summed returns / number of the episodes that ended in those iterations,
-    that number); the average is NaN if no episode ended there.
-  """
-  window = final_window(len(history))
-  total = float(np.sum(history.total_returns[-window:]))
-  count = float(np.sum(history.num_episodes[-window:]))
-  return (total / count if count > 0 else math.nan), count
-
-
-def smoothed_returns(
-    total_returns: np.ndarray, num_episodes: np.ndarray, window: int
-) -> np.ndarray:
-  """Episode-weighted average return over trailing windows of iterations.
-
-  Args:
-    total_returns: [N] summed returns of the episodes ended per iteration.
-    num_episodes: [N] their number.
-    window: iterations per window (fewer at the start of the curve).
-
-  Returns:
-    [N] returns / episodes over iterations (i - window, i]; NaN where no
-    episode ended in the window.
-  """
-  totals = np.concatenate([[0.0], np.cumsum(total_returns, dtype=np.float64)])
-  counts = np.concatenate([[0.0], np.cumsum(num_episodes, dtype=np.float64)])
-  ends = np.arange(1, len(total_returns) + 1)
-  starts = np.maximum(ends - window, 0)
-  total = totals[ends] - totals[starts]
-  count = counts[ends] - counts[starts]
-  with np.errstate(invalid='ignore', divide='ignore'):
-    return np.where(count > 0, total / count, np.nan)
-
-
 def run_benchmark(
     envs: Sequence[str],
     rules: Sequence[str],
@@ -220,7 +173,7 @@ def run_benchmark(
       `disco.eval.run_eval_seeds` loads them, i.e. Disco103).
     show_progress: draw a tqdm bar per run.
     learning_rates: the agent's step size per rule (rules not listed keep
-      `base_config.learning_rate`).
+      `base_config.agent_learning_rate`).
 
   Returns:
     One `Run` per environment and rule, environments outermost.
@@ -232,14 +185,14 @@ def run_benchmark(
           base_config,
           env=env,
           rule=rule,
-          learning_rate=(learning_rates or {}).get(
-              rule, base_config.learning_rate
+          agent_learning_rate=(learning_rates or {}).get(
+              rule, base_config.agent_learning_rate
           ),
       )
       label = f'{_short(env)} {rule} ({len(seeds)} seeds)'
       start = time.perf_counter()
       with eval_lib.ProgressBar(
-          config.num_steps, label, show_progress
+          config.num_steps, label, enabled=show_progress
       ) as progress:
         histories = eval_lib.run_eval_seeds(
             config,
@@ -263,7 +216,9 @@ def result_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
   rows = []
   for run in runs:
     for history in run.histories:
-      final, episodes = final_average_return(history)
+      final, episodes = metrics.final_average_return(
+          history.total_returns, history.num_episodes
+      )
       rows.append(
           dict(
               env=run.env,
@@ -274,9 +229,9 @@ def result_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
               env_steps=int(history.steps[-1]),
               iterations=len(history),
               run_wall_seconds=round(run.wall_seconds, 1),
-              batch_size=run.config.batch_size,
+              batch_size=run.config.learner_batch_size,
               replay_ratio=run.config.replay_ratio,
-              learning_rate=run.config.learning_rate,
+              learning_rate=run.config.agent_learning_rate,
           )
       )
   return rows
@@ -347,7 +302,7 @@ def plot_curves(
   Args:
     runs: the runs.
     path: the PNG file to write.
-    window: iterations of the moving window (`smoothed_returns`).
+    window: iterations of the moving window (`metrics.smoothed_returns`).
 
   Returns:
     The path written.
@@ -370,20 +325,13 @@ def plot_curves(
       colour = f'C{rules.index(run.config.rule)}'
       length = min(len(h) for h in run.histories)
       curves = np.stack([
-          smoothed_returns(
+          metrics.smoothed_returns(
               h.total_returns[:length], h.num_episodes[:length], window
           )
           for h in run.histories
       ])
       steps = run.histories[0].steps[:length]
-      finite = np.isfinite(curves)
-      any_finite = finite.any(axis=0)
-      with np.errstate(invalid='ignore', divide='ignore'):
-        mean = np.where(finite, curves, 0.0).sum(0) / finite.sum(0)
-      low = np.min(np.where(finite, curves, np.inf), axis=0)
-      high = np.max(np.where(finite, curves, -np.inf), axis=0)
-      low = np.where(any_finite, low, np.nan)
-      high = np.where(any_finite, high, np.nan)
+      mean, low, high = metrics.seed_band(curves)
       num_seeds = len(run.histories)
       ax.plot(
           steps,
@@ -427,18 +375,17 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
   ]
   total_seconds = 0.0
   for (env, rule), group in groups.items():
-    finals = np.asarray([r['final_avg_return'] for r in group], np.float64)
-    finals = finals[np.isfinite(finals)]
-    if finals.size:
-      std = f'{np.std(finals, ddof=1):.3g}' if finals.size > 1 else 'n/a'
+    finals = metrics.summarize_seeds([r['final_avg_return'] for r in group])
+    if finals.num_finite:
+      std = f'{finals.std:.3g}' if finals.num_finite > 1 else 'n/a'
       summary = (
-          f'{np.mean(finals):.3g} ± {std}'
-          f' [{np.min(finals):.3g}, {np.max(finals):.3g}]'
+          f'{finals.mean:.3g} ± {std} [{finals.min:.3g}, {finals.max:.3g}]'
       )
     else:
       summary = 'no episode ended'
-    if finals.size < len(group):
-      summary += f' ({len(group) - finals.size} seed(s) without episodes)'
+    if finals.num_finite < finals.num_seeds:
+      missing = finals.num_seeds - finals.num_finite
+      summary += f' ({missing} seed(s) without episodes)'
     steps = sorted({r['env_steps'] for r in group})
     wall = float(group[0]['run_wall_seconds'])
     total_seconds += wall
@@ -452,8 +399,8 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     lines.append('')
     lines.append(
         'Final average return: episode-weighted over the last'
-        f' {FINAL_FRACTION:.0%} of {first["iterations"]} iterations; std'
-        f' over seeds (ddof=1). Batch {first["batch_size"]}, replay ratio'
+        f' {metrics.FINAL_FRACTION:.0%} of {first["iterations"]} iterations;'
+        f' std over seeds (ddof=1). Batch {first["batch_size"]}, replay ratio'
         f' {first["replay_ratio"]}. Runs: {total_seconds / 60:.1f} min wall in'
         ' total.'
     )
@@ -514,7 +461,9 @@ def learning_rates_by_rule(
   the library's default.
   """
   rates = {
-      rule: DEFAULT_LEARNING_RATES.get(rule, eval_lib.EvalConfig.learning_rate)
+      rule: DEFAULT_LEARNING_RATES.get(
+          rule, eval_lib.EvalConfig.agent_learning_rate
+      )
       for rule in rules
   }
   for rule, value in entries:
@@ -657,7 +606,7 @@ def main(
     plotting.require_matplotlib()
     settings = dict(
         num_steps=args.steps,
-        batch_size=args.batch_size,
+        learner_batch_size=args.batch_size,
         replay_ratio=args.replay_ratio,
         rollout_len=args.rollout_len,
         fast=True,

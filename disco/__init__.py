@@ -31,6 +31,13 @@ from disco.agent import get_settings_disco
 from disco.agent import get_settings_policy_gradient
 from disco.environments.catch import CatchEnvironment
 from disco.environments.jittable_envs import CatchJittableEnvironment
+from disco.eval import EvalConfig
+from disco.eval import EvalHistory
+from disco.eval import run_eval
+from disco.eval import run_eval_seeds
+from disco.meta_train import MetaTrainConfig
+from disco.meta_train_runtime import MetaTrainResult
+from disco.meta_train_runtime import run_meta_train
 from disco.update_rules.actor_critic import ActorCritic
 from disco.update_rules.base import UpdateRule
 from disco.update_rules.disco import DiscoUpdateRule
@@ -49,7 +56,11 @@ __all__ = (
     'CatchEnvironment',
     'CatchJittableEnvironment',
     'DiscoUpdateRule',
+    'EvalConfig',
+    'EvalHistory',
     'LearnerState',
+    'MetaTrainConfig',
+    'MetaTrainResult',
     'PolicyGradientUpdate',
     'UpdateRule',
     'ValueFunction',
@@ -59,6 +70,9 @@ __all__ = (
     'get_settings_policy_gradient',
     'load_disco103',
     'load_update_rule_params',
+    'run_eval',
+    'run_eval_seeds',
+    'run_meta_train',
     'save_update_rule_params',
     'types',
     'utils',

@@ -74,7 +74,9 @@ def unroll_jittable_actor(
     the last step).
   """
 
-  def _one_step(carry, step_rng):
+  def _one_step(
+      carry: tuple[Any, Any, Any], step_rng: chex.PRNGKey
+  ) -> tuple[tuple[Any, Any, Any], Any]:
     env_state, timestep, actor_state = carry
     actor_timestep, actor_state = actor_step_fn(
         params, step_rng, timestep, actor_state
@@ -173,7 +175,9 @@ def accumulate_rewards(
   chex.assert_rank([acc_rewards, rewards, discounts], [1, 2, 2])
   chex.assert_equal_shape([rewards, discounts])
 
-  def _step(acc, reward_and_discount):
+  def _step(
+      acc: chex.Array, reward_and_discount: tuple[chex.Array, chex.Array]
+  ) -> tuple[chex.Array, chex.Array]:
     reward, discount = reward_and_discount
     acc = acc + reward
     return acc * discount, acc

@@ -21,8 +21,7 @@ shapes or dtypes, with `CheckpointMismatchError`. Existing checkpoints are
 never overwritten.
 """
 
-from collections.abc import Iterator, Mapping
-import contextlib
+from collections.abc import Mapping
 import dataclasses
 import io
 import json
@@ -30,7 +29,6 @@ import os
 import pathlib
 import re
 import shutil
-import tempfile
 from typing import Any
 import zipfile
 import zlib
@@ -38,6 +36,7 @@ import zlib
 import jax
 import numpy as np
 
+from disco import files
 from disco import weights
 
 PathLike = str | os.PathLike[str]
@@ -50,7 +49,6 @@ METADATA_FILENAME = 'checkpoint.json'
 
 _STEP_DIR = re.compile(r'^step_(\d+)$')
 _TMP_PREFIX = '.tmp-step_'
-_MAX_LISTED = 5
 _NPZ_ERRORS = (
     ValueError,
     EOFError,
@@ -104,13 +102,6 @@ class Checkpoint:
 # Pytrees <-> flat dicts.
 
 
-def _entry_name(entry: Any) -> str:
-  for attribute in ('key', 'name', 'idx'):
-    if hasattr(entry, attribute):
-      return str(getattr(entry, attribute))
-  raise CheckpointError(f'Unsupported pytree path entry {entry!r}.')
-
-
 def flatten_tree(tree: Any, prefix: str = '') -> dict[str, np.ndarray]:
   """`{'a/b/0': array}` for every leaf of `tree`, fetched to the host.
 
@@ -119,26 +110,17 @@ def flatten_tree(tree: Any, prefix: str = '') -> dict[str, np.ndarray]:
     prefix: prepended to every key, joined with '/'.
 
   Returns:
-    A flat dict from '/'-joined key paths to numpy arrays.
+    A flat dict from '/'-joined key paths (`disco.files.named_leaves`) to
+    numpy arrays.
 
   Raises:
     CheckpointError: if two leaves would get the same key.
   """
-  flat = {}
-  leaves = jax.tree_util.tree_leaves_with_path(jax.device_get(tree))
-  for path, leaf in leaves:
-    key = '/'.join([prefix] * bool(prefix) + [_entry_name(e) for e in path])
-    if key in flat:
-      raise CheckpointError(f'Two leaves share the key {key!r}.')
-    flat[key] = np.asarray(leaf)
-  return flat
-
-
-def _listed(items: list[Any]) -> str:
-  shown = ', '.join(str(item) for item in items[:_MAX_LISTED])
-  if len(items) > _MAX_LISTED:
-    shown += f', ... ({len(items) - _MAX_LISTED} more)'
-  return shown
+  try:
+    named = files.named_leaves(jax.device_get(tree), prefix)
+  except files.KeyCollisionError as e:
+    raise CheckpointError(str(e)) from None
+  return {key: np.asarray(leaf) for key, leaf in named.items()}
 
 
 def restore_tree(
@@ -161,37 +143,17 @@ def restore_tree(
   """
   head = prefix + '/' if prefix else ''
   stored = {k: v for k, v in arrays.items() if k.startswith(head)}
-  paths, treedef = jax.tree_util.tree_flatten_with_path(template)
-  wanted = {}
-  for path, leaf in paths:
-    wanted[head + '/'.join(_entry_name(e) for e in path)] = leaf
-  missing = [k for k in wanted if k not in stored]
-  unexpected = sorted(set(stored) - set(wanted))
-  mismatched = []
-  for key, leaf in wanted.items():
-    if key not in stored:
-      continue
-    want = (tuple(leaf.shape), np.dtype(leaf.dtype))
-    got = (stored[key].shape, stored[key].dtype)
-    if want != got:
-      mismatched.append(
-          f'{key} (expected {want[1]}{list(want[0])}, got'
-          f' {got[1]}{list(got[0])})'
-      )
-  problems = []
-  if missing:
-    problems.append(f'{len(missing)} missing: {_listed(missing)}')
-  if unexpected:
-    problems.append(f'{len(unexpected)} unexpected: {_listed(unexpected)}')
-  if mismatched:
-    problems.append(f'{len(mismatched)} differ: {_listed(mismatched)}')
-  if problems:
+  wanted = files.named_leaves(template, prefix)
+  diff = files.diff_trees(
+      {k: files.shape_dtype_of(v) for k, v in stored.items()},
+      {k: files.shape_dtype_of(v) for k, v in wanted.items()},
+  )
+  if diff:
     raise CheckpointMismatchError(
         f'The checkpoint\'s "{prefix or "state"}" arrays do not fit this run'
-        ' (was it written with another configuration?): '
-        + '; '.join(problems)
-        + '.'
+        f' (was it written with another configuration?): {diff.describe()}.'
     )
+  treedef = jax.tree.structure(template)
   return jax.tree_util.tree_unflatten(treedef, [stored[key] for key in wanted])
 
 
@@ -227,35 +189,10 @@ def step_path(root: PathLike, step: int) -> pathlib.Path:
 # Writing.
 
 
-def _sha256(path: pathlib.Path) -> str:
-  return weights.file_sha256(path)
-
-
-def _fsync(path: pathlib.Path) -> None:
-  with contextlib.suppress(OSError):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-      os.fsync(fd)
-    finally:
-      os.close(fd)
-
-
-def _write_npz(path: pathlib.Path, arrays: Mapping[str, np.ndarray]) -> None:
-  with open(path, 'wb') as f:
-    np.savez(f, **arrays)
-    f.flush()
-    os.fsync(f.fileno())
-
-
-@contextlib.contextmanager
-def _staging_directory(root: pathlib.Path, step: int) -> Iterator[pathlib.Path]:
-  staging = pathlib.Path(
-      tempfile.mkdtemp(dir=root, prefix=f'{_TMP_PREFIX}{step:08d}-')
+def _exists(path: pathlib.Path) -> CheckpointExistsError:
+  return CheckpointExistsError(
+      f'A checkpoint already exists at {path}; refusing to overwrite it.'
   )
-  try:
-    yield staging
-  finally:
-    shutil.rmtree(staging, ignore_errors=True)
 
 
 def save(
@@ -296,43 +233,36 @@ def save(
   root.mkdir(parents=True, exist_ok=True)
   final = step_path(root, step)
   if final.exists():
-    raise CheckpointExistsError(
-        f'A checkpoint already exists at {final}; refusing to overwrite it.'
-    )
+    raise _exists(final)
   try:
     user_metadata = json.loads(json.dumps(dict(metadata)))
   except (TypeError, ValueError) as e:
     raise CheckpointError(f'Metadata is not JSON-serialisable: {e}') from e
-  with _staging_directory(root, step) as staging:
-    weights.save_update_rule_params(
-        update_rule_params, staging / PARAMS_FILENAME
-    )
-    _write_npz(staging / STATE_FILENAME, arrays)
-    record = dict(
-        format=FORMAT,
-        format_version=FORMAT_VERSION,
-        step=int(step),
-        files={
-            name: _sha256(staging / name)
-            for name in (PARAMS_FILENAME, STATE_FILENAME)
-        },
-        metadata=user_metadata,
-    )
-    with open(staging / METADATA_FILENAME, 'w') as f:
-      json.dump(record, f, indent=1, sort_keys=True)
-      f.flush()
-      os.fsync(f.fileno())
-    _fsync(staging)
-    try:
-      # Fails, rather than replacing, if `final` appeared in the meantime.
-      os.rename(staging, final)
-    except OSError as e:
-      if final.exists():
-        raise CheckpointExistsError(
-            f'A checkpoint already exists at {final}; refusing to overwrite it.'
-        ) from e
-      raise
-  _fsync(root)
+  try:
+    with files.atomic_directory(
+        final, prefix=f'{_TMP_PREFIX}{step:08d}-'
+    ) as staging:
+      weights.save_update_rule_params(
+          update_rule_params, staging / PARAMS_FILENAME
+      )
+      with files.atomic_write(staging / STATE_FILENAME) as f:
+        np.savez(f, **arrays)
+      record = dict(
+          format=FORMAT,
+          format_version=FORMAT_VERSION,
+          step=int(step),
+          files={
+              name: files.file_sha256(staging / name)
+              for name in (PARAMS_FILENAME, STATE_FILENAME)
+          },
+          metadata=user_metadata,
+      )
+      files.write_text_atomic(
+          staging / METADATA_FILENAME,
+          json.dumps(record, indent=1, sort_keys=True),
+      )
+  except FileExistsError as e:
+    raise _exists(final) from e
   # Staging directories left by writers that were killed mid-way.
   for stale in root.glob(f'{_TMP_PREFIX}*'):
     shutil.rmtree(stale, ignore_errors=True)
@@ -415,7 +345,7 @@ def load(root: PathLike, step: int | None = None) -> Checkpoint:
     path = directory / name
     if not path.is_file():
       raise _corrupt(directory, f'{name} is missing')
-    actual = _sha256(path)
+    actual = files.file_sha256(path)
     if actual != digests.get(name):
       raise _corrupt(
           directory,

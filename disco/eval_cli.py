@@ -1,192 +1,167 @@
 """`disco-eval`: train agents with an update rule and plot their curves.
 
-Examples:
+  disco-eval --num-steps 1000                        # Disco103 on Catch
+  disco-eval --compare disco actor_critic --out-dir runs/catch
+  disco-eval --fast --num-seeds 4                    # 4 seeds vmapped
+  disco-eval --update-rule-params my_rule.npz        # a meta-trained rule
+  disco-eval --out-dir runs/catch --resume           # after Ctrl-C
 
-  disco-eval --rule disco --steps 1000
-  disco-eval --compare disco actor_critic --steps 1000 --out-dir runs/catch
-  disco-eval --rule disco --fast --num-seeds 4
-
-Writes `<out-dir>/<name>.csv` (one row per rule, seed and iteration) and
-`<out-dir>/<name>.png` (average return against environment steps) and prints
-their paths. Errors in the arguments or the setup (unknown rule, missing
-weights, ...) are reported in one line, without a traceback.
+Every `EvalConfig` field is a flag (`--learner-batch-size 64`,
+`--agent-dense 512,512`, `--env-settings rows=5,columns=5`, ...); the
+defaults are the reference colab's. `--out-dir` receives `config.json`,
+`log.csv` (one row per rule, seed and iteration, streamed),
+`checkpoints/<rule>/`, the agents' final parameters `agent_params.npz`
+(keys `<rule>/seed_<s>/<module>/<name>`) and `returns.png` (average return
+against environment steps, mean over seeds, smoothed over the raw curve).
 """
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+import math
 import pathlib
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
+from disco import checkpoint
+from disco import cli
 from disco import eval as eval_lib
+from disco import logs
+from disco import progress
+from disco import weights
 from disco.environments import registry
 
-_PROG = 'disco-eval'
+PROG = 'disco-eval'
+PARAMS_FILENAME = 'agent_params.npz'
+PLOT_FILENAME = 'returns.png'
 
 
-def _positive_int(text: str) -> int:
-  try:
-    value = int(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f'not an integer: {text!r}') from None
-  if value < 1:
-    raise argparse.ArgumentTypeError(f'must be >= 1, got {value}')
-  return value
-
-
-def _non_negative_int(text: str) -> int:
-  try:
-    value = int(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f'not an integer: {text!r}') from None
-  if value < 0:
-    raise argparse.ArgumentTypeError(f'must be >= 0, got {value}')
-  return value
-
-
-def _positive_float(text: str) -> float:
-  try:
-    value = float(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f'not a number: {text!r}') from None
-  if not value > 0:
-    raise argparse.ArgumentTypeError(f'must be > 0, got {value}')
-  return value
-
-
-def _environment(text: str) -> str:
-  if text in (registry.CATCH, registry.CATCH_CPU) or (
-      text.startswith(registry.GYMNAX_PREFIX)
-      and len(text) > len(registry.GYMNAX_PREFIX)
-  ):
-    return text
-  raise argparse.ArgumentTypeError(
-      f'unknown environment {text!r}; known: {", ".join(registry.NAMES)}'
-  )
-
-
-def _parser() -> argparse.ArgumentParser:
-  defaults = eval_lib.EvalConfig()
+def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-      prog=_PROG,
+      prog=PROG,
       description=(
-          'Train an agent with an update rule (Disco103 by default) and'
-          ' write its learning curve as a CSV file and a PNG plot.'
+          'Train agents with an update rule (Disco103 by default) and write'
+          ' their learning curves (CSV, PNG).'
       ),
+      formatter_class=argparse.RawDescriptionHelpFormatter,
+      epilog=__doc__.split('\n\n', 1)[1],
   )
-  rules = parser.add_mutually_exclusive_group()
-  rules.add_argument(
-      '--rule',
-      choices=eval_lib.RULES,
-      default=None,
-      help=f'the update rule to train with (default: {eval_lib.DISCO})',
-  )
-  rules.add_argument(
+  cli.add_common_flags(parser, 'runs/eval')
+  group = parser.add_argument_group('rules and seeds')
+  group.add_argument(
       '--compare',
       nargs='+',
       choices=eval_lib.RULES,
       metavar='RULE',
       help=(
           'train with each of these rules in turn and plot them together'
-          f' (choices: {", ".join(eval_lib.RULES)})'
+          f' (choices: {", ".join(eval_lib.RULES)}); instead of --rule'
       ),
   )
-  parser.add_argument(
-      '--steps',
-      type=_positive_int,
-      default=defaults.num_steps,
-      help='loop iterations per run (default: %(default)s)',
-  )
-  parser.add_argument(
-      '--seed',
-      type=_non_negative_int,
-      default=defaults.seed,
-      help=(
-          'PRNGKey seed; with --num-seeds, the first of consecutive seeds'
-          ' (default: %(default)s)'
-      ),
-  )
-  parser.add_argument(
+  group.add_argument(
       '--num-seeds',
-      type=_positive_int,
-      default=1,
-      help=(
-          'runs per rule with seeds seed, seed+1, ...; vmapped together'
-          ' with --fast (default: %(default)s)'
-      ),
-  )
-  parser.add_argument(
-      '--env',
-      type=_environment,
-      default=defaults.env,
-      help=f'environment: {", ".join(registry.NAMES)} (default: %(default)s)',
-  )
-  parser.add_argument(
-      '--learning-rate',
-      type=_positive_float,
-      default=defaults.learning_rate,
-      help=(
-          "the agent optimizer's step size, for every rule (default:"
-          " %(default)s, the reference colab's)"
-      ),
-  )
-  parser.add_argument(
-      '--weights',
-      type=pathlib.Path,
+      '--num_seeds',
+      type=cli.parse_int,
       default=None,
+      metavar='N',
       help=(
-          '.npz update-rule parameters for the disco rule (default: the'
-          ' published Disco103, found by disco.weights.load_disco103)'
+          'runs per rule, with seeds seed, seed+1, ...; vmapped together'
+          ' with --fast (default: 1)'
       ),
   )
-  parser.add_argument(
-      '--fast',
-      action='store_true',
-      help='use the fused fast path (same maths, different random stream)',
+  cli.add_config_flags(
+      parser, eval_lib.EvalConfig, 'config (EvalConfig; defaults: the colab)'
   )
-  parser.add_argument(
-      '--out-dir',
-      '--out',
-      dest='out_dir',
-      type=pathlib.Path,
-      default=pathlib.Path('runs/eval'),
-      help='directory for the CSV and PNG files (default: %(default)s)',
+  cli.add_deprecated_flag(
+      parser, 'steps', 'num_steps', '--num-steps', type=cli.parse_int
   )
-  parser.add_argument(
-      '--name',
-      default=None,
-      help=(
-          'base name of the output files (default: derived from the rules,'
-          ' environment and seed)'
-      ),
-  )
-  parser.add_argument(
-      '--no-plot',
-      action='store_true',
-      help='write the CSV only (no matplotlib needed)',
-  )
-  parser.add_argument(
-      '--compilation-cache',
-      type=pathlib.Path,
-      default=None,
-      help=(
-          "JAX's persistent compilation cache directory: later runs start"
-          ' in seconds instead of compiling again'
-      ),
-  )
-  parser.add_argument(
-      '--quiet', action='store_true', help='no progress bar or summary'
+  cli.add_deprecated_flag(
+      parser, 'weights', 'update_rule_params', '--update-rule-params'
   )
   return parser
 
 
+def _rules_and_seeds(
+    args: argparse.Namespace, saved: Mapping[str, Any], config: Any
+) -> tuple[list[str], list[int]]:
+  if args.compare and args.rule is not None:
+    raise cli.UsageError('give either --rule or --compare, not both')
+  rules = args.compare or (
+      [config.rule] if args.rule is not None else saved.get('rules')
+  )
+  rules = list(rules or [config.rule])
+  if len(set(rules)) != len(rules):
+    raise cli.UsageError('--compare lists a rule twice')
+  if config.update_rule_params is not None and eval_lib.DISCO not in rules:
+    raise cli.UsageError('--update-rule-params applies to the disco rule only')
+  if args.num_seeds is not None:
+    if args.num_seeds < 1:
+      raise cli.UsageError(f'--num-seeds must be >= 1, got {args.num_seeds}')
+    seeds = list(range(config.seed, config.seed + args.num_seeds))
+  else:
+    seeds = list(saved.get('seeds', [config.seed]))
+  return rules, seeds
+
+
+def _rule_config(config: Any, rule: str) -> Any:
+  return config.replace(
+      rule=rule,
+      update_rule_params=(
+          config.update_rule_params if rule == eval_lib.DISCO else None
+      ),
+  )
+
+
+def _checkpointed_step(root: pathlib.Path, config: Any, seed: int) -> int:
+  step = checkpoint.latest_step(
+      eval_lib.seed_checkpoint_dir(root, config, seed)
+  )
+  return step or 0
+
+
+def _plot(
+    rows: Sequence[Mapping[str, Any]], path: pathlib.Path, env: str
+) -> pathlib.Path:
+  """Average return against env steps: per rule, the mean over seeds."""
+  # pylint: disable-next=g-import-not-at-top
+  from disco import plotting
+
+  by_run: dict[str, dict[Any, list[Mapping[str, Any]]]] = {}
+  for row in rows:
+    by_run.setdefault(row['rule'], {}).setdefault(row['seed'], []).append(row)
+  xs, series = {}, {}
+  for rule, runs in by_run.items():
+    curves = [[r['avg_return'] for r in run] for run in runs.values()]
+    label = (
+        f'{rule} (seed {next(iter(runs))})'
+        if len(runs) == 1
+        else f'{rule} (mean of {len(runs)} seeds)'
+    )
+    series[label] = plotting.mean_over_seeds(curves)
+    first = next(iter(runs.values()))
+    xs[label] = np.asarray([r['env_steps'] for r in first])[
+        : len(series[label])
+    ]
+  plotting.plot_series(
+      xs,
+      series,
+      path,
+      title=f'{env}: average return',
+      xlabel='environment steps',
+      ylabel='average return',
+  )
+  return path
+
+
 def _summary(history: eval_lib.EvalHistory, env: str) -> str:
   tail = history.avg_returns[-min(100, len(history)) :]
+  finite = tail[np.isfinite(tail)]
+  mean = float(finite.mean()) if finite.size else math.nan
   summary = (
       f'{history.rule} seed {history.seed}: mean average return over the last'
-      f' {len(tail)} iterations {_nanmean(tail):.3f}'
+      f' {len(tail)} iterations {mean:.3f}'
   )
   if env.startswith(registry.CATCH):  # Catch's best return is 1.
     reached = history.first_iteration_reaching(1.0)
@@ -199,110 +174,88 @@ def _summary(history: eval_lib.EvalHistory, env: str) -> str:
   return summary
 
 
-def _nanmean(values: np.ndarray) -> float:
-  finite = values[~np.isnan(values)]
-  return float(finite.mean()) if finite.size else float('nan')
+def _body(args: argparse.Namespace) -> int:
+  start_time = time.perf_counter()
+  run_dir, saved, config = cli.load_config(args, eval_lib.EvalConfig)
+  rules, seeds = _rules_and_seeds(args, saved, config)
+  cli.prepare_run(args, run_dir, config)
+  if not args.resume:
+    run_dir.write_config(PROG, config, rules=rules, seeds=seeds)
 
+  log = logs.CsvLog(run_dir.log)
+  done = {}
+  if args.resume:
+    for rule in rules:
+      for seed in seeds:
+        done[rule, seed] = _checkpointed_step(
+            run_dir.checkpoints / rule, _rule_config(config, rule), seed
+        )
+  # Rows after a run's checkpoint are computed again.
+  log.keep(
+      lambda row: row.get('iteration', 0)
+      <= done.get((row.get('rule'), row.get('seed')), 0)
+  )
 
-def _run(args: argparse.Namespace) -> list[eval_lib.EvalHistory]:
-  rules = args.compare or [args.rule or eval_lib.DISCO]
-  seeds = list(range(args.seed, args.seed + args.num_seeds))
   histories = []
-  for rule in rules:
-    config = eval_lib.EvalConfig(
-        rule=rule,
-        env=args.env,
-        num_steps=args.steps,
-        seed=args.seed,
-        learning_rate=args.learning_rate,
-        fast=args.fast,
-        weights_path=(
-            str(args.weights)
-            if args.weights is not None and rule == eval_lib.DISCO
-            else None
-        ),
-    )
-    # The faithful loop runs the seeds one after the other.
-    total = args.steps * (1 if args.fast else len(seeds))
-    with eval_lib.ProgressBar(
-        total, f'{rule} ({len(seeds)} seed(s))', not args.quiet
-    ) as progress:
-      histories.extend(
-          eval_lib.run_eval_seeds(config, seeds, progress_fn=progress)
-      )
-  return histories
+  try:
+    for rule in rules:
+      rule_config = _rule_config(config, rule)
+
+      def _log_row(
+          seed: int,
+          iteration: int,
+          metrics: Mapping[str, float],
+          rule: str = rule,
+      ) -> None:
+        log.append(dict(rule=rule, seed=seed, iteration=iteration) | metrics)
+
+      # The faithful loop runs the seeds one after the other.
+      total = config.num_steps * (1 if config.fast else len(seeds))
+      with progress.ProgressBar(
+          total,
+          f'{rule} ({len(seeds)} seed(s))',
+          postfix=('avg_return',),
+          enabled=args.progress,
+      ) as bar:
+        histories += eval_lib.run_eval_seeds(
+            rule_config,
+            seeds,
+            progress_fn=bar,
+            log_fn=_log_row,
+            checkpoint_dir=run_dir.checkpoints / rule,
+            resume=args.resume,
+            handle_interrupts=True,
+        )
+  except KeyboardInterrupt:
+    run_dir.write_config(
+        PROG, config, rules=rules, seeds=seeds
+    )  # E.g. a longer num_steps.
+    raise
+  finally:
+    written = []
+    if args.plot and log.rows:
+      written.append(_plot(log.rows, run_dir.path / PLOT_FILENAME, config.env))
+
+  run_dir.write_config(PROG, config, rules=rules, seeds=seeds)
+  params = weights.save_update_rule_params(
+      {
+          f'{h.rule}/seed_{h.seed}/{module}': leaves
+          for h in histories
+          for module, leaves in h.params.items()
+      },
+      run_dir.path / PARAMS_FILENAME,
+  )
+  cli.report(PROG, [params, run_dir.log, run_dir.config] + written)
+  if args.progress:
+    for history in histories:
+      print(_summary(history, config.env))
+    print(f'Total time: {time.perf_counter() - start_time:.0f} s')
+  return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  """Runs the command line; returns the process exit status."""
-  parser = _parser()
-  args = parser.parse_args(argv)
-  rules = args.compare or [args.rule or eval_lib.DISCO]
-  if len(set(rules)) != len(rules):
-    parser.error('--compare lists a rule twice')
-  if args.fast and args.env == registry.CATCH_CPU:
-    parser.error('--fast needs a jittable environment, not catch-cpu')
-  if args.weights is not None and eval_lib.DISCO not in rules:
-    parser.error('--weights applies to the disco rule only')
-  if args.weights is not None and not args.weights.is_file():
-    parser.error(f'--weights: no such file: {args.weights}')
-  if args.out_dir.exists() and not args.out_dir.is_dir():
-    parser.error(f'--out-dir exists and is not a directory: {args.out_dir}')
-
-  # pylint: disable-next=g-import-not-at-top
-  from disco import plotting
-
-  def fail(message: str) -> int:
-    print(f'{_PROG}: error: {message}', file=sys.stderr)
-    return 1
-
-  if not args.no_plot:
-    try:
-      plotting.require_matplotlib()
-    except ImportError as e:
-      return fail(f'{e} Or pass --no-plot.')
-  if args.compilation_cache is not None:
-    # pylint: disable-next=g-import-not-at-top
-    import jax
-
-    jax.config.update('jax_compilation_cache_dir', str(args.compilation_cache))
-  try:
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-  except OSError as e:
-    return fail(f'cannot create --out-dir {args.out_dir}: {e}')
-
-  start = time.perf_counter()
-  try:
-    histories = _run(args)
-  except (ValueError, ImportError, OSError) as e:
-    # Bad settings, missing optional packages, missing or invalid weights
-    # (disco.weights' errors derive from ValueError and OSError).
-    return fail(str(e))
-  except KeyboardInterrupt:
-    return fail('interrupted')
-
-  name = args.name or '{rules}_{env}_seed{seed}{seeds}{fast}'.format(
-      rules='-'.join(rules),
-      env=args.env.replace(':', '-'),
-      seed=args.seed,
-      seeds=f'x{args.num_seeds}' if args.num_seeds > 1 else '',
-      fast='_fast' if args.fast else '',
-  )
-  csv_path = plotting.write_csv(histories, args.out_dir / f'{name}.csv')
-  print(f'Wrote the curve to {csv_path}')
-  if not args.no_plot:
-    png_path = args.out_dir / f'{name}.png'
-    plotting.plot_curves(
-        histories,
-        png_path,
-        title=f'{args.env}: average return ({", ".join(rules)})',
-    )
-    print(f'Wrote the plot to {png_path}')
-  if not args.quiet:
-    for history in histories:
-      print(_summary(history, args.env))
-    print(f'Total time: {time.perf_counter() - start:.0f} s')
-  return 0
+  """Runs the command; returns its exit status."""
+  return cli.main(PROG, build_parser, _body, argv)
 
 
 if __name__ == '__main__':

@@ -16,24 +16,21 @@ learning algorithms", Nature 648, 2025). Each meta-step, every agent
    the agent's meta-gradient.
 
 The meta-gradients are averaged over agents and devices and applied with
-Adam. This module reproduces the reference's meta-training notebook as a
-library: `MetaTrainConfig` holds the notebook's settings, `MetaTrainAgent`
-bundles an agent with its value function and environment,
-`calculate_meta_gradient` and `meta_update` are the notebook's functions
-without globals, and `run_meta_train` runs the loop over all devices with
-checkpoints that resume exactly.
+Adam. This module holds the maths of the reference's meta-training notebook
+without its globals: `MetaTrainAgent` bundles an agent with its value
+function and environment, `calculate_meta_gradient` is one agent's
+meta-gradient and `meta_update` one meta-step of the population. It also
+re-exports the rest of the public API, so that `meta_train.X` is all a user
+needs:
+
+* `disco.meta_train_config`: `MetaTrainConfig` (the notebook's settings),
+  `EXECUTION_FIELDS` and the meta-loss weights (`*_COST`);
+* `disco.meta_train_runtime`: `run_meta_train` (the loop over all devices,
+  with checkpoints that resume exactly), `MetaTrainResult`,
+  `random_init_params` and `progress_bar`.
 """
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-import contextlib
-import dataclasses
 import functools
-import hashlib
-import logging
-import math
-import pathlib
-import signal
-import threading
 from typing import Any
 
 import chex
@@ -42,242 +39,44 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 from ml_collections import config_dict
-import numpy as np
 import optax
 
+from disco import acting
 from disco import agent as agent_lib
-from disco import checkpoint as checkpoint_lib
+from disco import devices
+from disco import meta_train_config
 from disco import types
 from disco import utils
-from disco import weights
 from disco.environments import base as base_env
-from disco.environments import jittable_envs
 from disco.value_fns import value_fn as value_fn_lib
 
-# The `pmap` axis over devices (the reference's name).
-_PMAP_AXIS_NAME = 'i'
+MetaTrainConfig = meta_train_config.MetaTrainConfig
+EXECUTION_FIELDS = meta_train_config.EXECUTION_FIELDS
+POLICY_ENTROPY_COST = meta_train_config.POLICY_ENTROPY_COST
+PREDICTION_ENTROPY_COST = meta_train_config.PREDICTION_ENTROPY_COST
+TARGET_MEAN_COST = meta_train_config.TARGET_MEAN_COST
+TARGET_KL_COST = meta_train_config.TARGET_KL_COST
 
-# The reference notebook's meta-loss regulariser weights.
-POLICY_ENTROPY_COST = 1e-2
-PREDICTION_ENTROPY_COST = 1e-3
-TARGET_MEAN_COST = 1e-3
-TARGET_KL_COST = 1e-2
-
-# Version of the checkpoint contents written by `run_meta_train`.
-_CHECKPOINT_KIND = 'disco.meta_train'
-
-ProgressFn = Callable[[int, Mapping[str, float]], None]
-
-
-def _positive_ints(values: Sequence[int]) -> bool:
-  return all(
-      isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values
-  )
+# Names of `disco.meta_train_runtime` that this module re-exports. They are
+# looked up on first use (PEP 562): the runtime imports this module, so an
+# import at the top would be circular.
+_RUNTIME_NAMES = frozenset(
+    {'MetaTrainResult', 'progress_bar', 'random_init_params', 'run_meta_train'}
+)
 
 
-@dataclasses.dataclass(frozen=True)
-class MetaTrainConfig:
-  """Settings of a meta-training run; the defaults are the reference's.
+def __getattr__(name: str) -> Any:
+  """The runtime's public names, imported on first use."""
+  if name in _RUNTIME_NAMES:
+    from disco import meta_train_runtime  # pylint: disable=g-import-not-at-top
 
-  The defaults reproduce the reference's meta-training notebook: 800
-  meta-steps of 2 agents on 5x5 jittable Catch, 32 environments per device,
-  2 inner updates on rollouts of 16 steps, meta-optimiser Adam(5e-4). The
-  reference's program layout (a Python loop over agents, a rolled inner
-  `lax.scan`) is `vmap_agents=False, unroll_inner_steps=False`.
-
-  The fields in the "Execution" group change neither the maths nor the
-  state (only float rounding, speed and memory); they and `num_steps` may
-  differ when a run is resumed, all other fields must match the
-  checkpoint.
-  """
-
-  # Meta-training loop.
-  num_steps: int = 800
-  num_agents: int = 2
-  num_inner_steps: int = 2
-  rollout_len: int = 16
-  batch_size_per_device: int = 32
-  seed: int = 4
-  # `init_params(PRNGKey(random_init_seed))` starts a run from scratch.
-  random_init_seed: int = 1
-
-  # Meta-optimiser: Adam.
-  meta_learning_rate: float = 5e-4
-
-  # Environment: jittable Catch.
-  catch_rows: int = 5
-  catch_columns: int = 5
-
-  # Agent: `agent.get_settings_disco()` with the notebook's network and
-  # learning rate.
-  agent_dense: tuple[int, ...] = (512, 512)
-  agent_head_mlp_hiddens: tuple[int, ...] = (256,)
-  agent_lstm_size: int = 256
-  agent_head_w_init_std: float = 1e-2
-  agent_learning_rate: float = 5e-4
-
-  # Value function that provides the meta-loss's advantages.
-  value_dense: tuple[int, ...] = (256, 256)
-  value_head_w_init_std: float = 1e-2
-  value_learning_rate: float = 1e-3
-  value_max_abs_update: float = 1.0
-  value_discount_factor: float = 0.99
-  value_td_lambda: float = 0.96
-  value_outer_value_cost: float = 1.0
-  value_ema_decay: float = 0.99
-  value_ema_eps: float = 1e-6
-
-  # Meta-loss regularisers (see `calculate_meta_gradient`).
-  policy_entropy_cost: float = POLICY_ENTROPY_COST
-  prediction_entropy_cost: float = PREDICTION_ENTROPY_COST
-  target_mean_cost: float = TARGET_MEAN_COST
-  target_kl_cost: float = TARGET_KL_COST
-
-  # Execution.
-  # vmap the population (one program for all agents) instead of a Python
-  # loop over agents (one copy of the program per agent, as the reference):
-  # about as fast per step on CPU and much quicker to compile.
-  vmap_agents: bool = True
-  # Unroll the inner `lax.scan` (fast for a few inner steps).
-  unroll_inner_steps: bool = True
-  # Rematerialise each inner step in the backward pass (saves memory on long
-  # inner scans, costs one more forward pass).
-  remat: bool = False
-  # Checkpoint every this many meta-steps (and at the end); 0 = only at the
-  # end. Used only when `run_meta_train` gets a `checkpoint_dir`.
-  checkpoint_every: int = 100
-  # How many checkpoints to keep on disk.
-  keep_checkpoints: int = 2
-
-  def __post_init__(self):
-    for name in ('agent_dense', 'agent_head_mlp_hiddens', 'value_dense'):
-      value = getattr(self, name)
-      if isinstance(value, list):
-        object.__setattr__(self, name, tuple(value))
-      if not isinstance(getattr(self, name), tuple) or not _positive_ints(
-          getattr(self, name)
-      ):
-        raise ValueError(
-            f'{name} must be a tuple of positive ints, got {value!r}.'
-        )
-    for name in (
-        'num_steps',
-        'num_agents',
-        'num_inner_steps',
-        'rollout_len',
-        'batch_size_per_device',
-        'catch_rows',
-        'catch_columns',
-        'agent_lstm_size',
-        'keep_checkpoints',
-    ):
-      if not _positive_ints([getattr(self, name)]):
-        raise ValueError(
-            f'{name} must be a positive int, got {getattr(self, name)!r}.'
-        )
-    for name in ('seed', 'random_init_seed', 'checkpoint_every'):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f'{name} must be an int >= 0, got {value!r}.')
-    if self.catch_rows < 2:
-      raise ValueError(f'catch_rows must be >= 2, got {self.catch_rows}.')
-    for name in (
-        'meta_learning_rate',
-        'agent_learning_rate',
-        'value_learning_rate',
-        'value_max_abs_update',
-    ):
-      if not getattr(self, name) > 0:
-        raise ValueError(f'{name} must be > 0, got {getattr(self, name)!r}.')
-    for name in (
-        'agent_head_w_init_std',
-        'value_head_w_init_std',
-        'value_outer_value_cost',
-        'value_ema_eps',
-        'policy_entropy_cost',
-        'prediction_entropy_cost',
-        'target_mean_cost',
-        'target_kl_cost',
-    ):
-      if not getattr(self, name) >= 0:
-        raise ValueError(f'{name} must be >= 0, got {getattr(self, name)!r}.')
-    for name in ('value_discount_factor', 'value_td_lambda', 'value_ema_decay'):
-      if not 0 <= getattr(self, name) <= 1:
-        raise ValueError(
-            f'{name} must be in [0, 1], got {getattr(self, name)!r}.'
-        )
-    for name in ('vmap_agents', 'unroll_inner_steps', 'remat'):
-      if not isinstance(getattr(self, name), bool):
-        raise ValueError(f'{name} must be a bool.')
-
-  def replace(self, **changes) -> 'MetaTrainConfig':
-    """A copy with some fields changed (validated again)."""
-    return dataclasses.replace(self, **changes)
-
-  def to_dict(self) -> dict[str, Any]:
-    """The fields as JSON-friendly values (tuples become lists)."""
-    return {
-        f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
-        for f in dataclasses.fields(self)
-    }
-
-  @classmethod
-  def from_dict(cls, values: Mapping[str, Any]) -> 'MetaTrainConfig':
-    """Inverse of `to_dict` (unknown keys are an error)."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f'Unknown MetaTrainConfig fields: {unknown}.')
-    return cls(**values)
-
-  def agent_settings(self) -> config_dict.ConfigDict:
-    """Settings of the population's agents (`agent.Agent`)."""
-    settings = agent_lib.use_mlp_network(
-        agent_lib.get_settings_disco(),
-        dense=self.agent_dense,
-        lstm_size=self.agent_lstm_size,
-        head_mlp_hiddens=self.agent_head_mlp_hiddens,
-        head_w_init_std=self.agent_head_w_init_std,
-    )
-    settings.learning_rate = self.agent_learning_rate
-    return settings
-
-  def value_fn_config(self) -> types.ValueFnConfig:
-    """Settings of the agents' value functions."""
-    return types.ValueFnConfig(
-        net='mlp',
-        net_args=dict(
-            dense=self.value_dense,
-            head_w_init_std=self.value_head_w_init_std,
-            action_spec=(),
-        ),
-        learning_rate=self.value_learning_rate,
-        max_abs_update=self.value_max_abs_update,
-        discount_factor=self.value_discount_factor,
-        td_lambda=self.value_td_lambda,
-        outer_value_cost=self.value_outer_value_cost,
-        ema_decay=self.value_ema_decay,
-        ema_eps=self.value_ema_eps,
-    )
-
-  def make_env(self) -> jittable_envs.CatchJittableEnvironment:
-    """One device's batch of environments."""
-    return jittable_envs.CatchJittableEnvironment(
-        batch_size=self.batch_size_per_device,
-        env_settings=config_dict.ConfigDict(
-            dict(rows=self.catch_rows, columns=self.catch_columns)
-        ),
-    )
+    return getattr(meta_train_runtime, name)
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
-_EXECUTION_FIELDS = frozenset({
-    'num_steps',
-    'vmap_agents',
-    'unroll_inner_steps',
-    'remat',
-    'checkpoint_every',
-    'keep_checkpoints',
-})
+def __dir__() -> list[str]:
+  """This module's names and the runtime's it re-exports."""
+  return sorted(set(globals()) | _RUNTIME_NAMES)
 
 
 @chex.dataclass(frozen=True)
@@ -316,8 +115,8 @@ class MetaTrainAgent:
       env: base_env.Environment,
       agent_settings: config_dict.ConfigDict,
       value_fn_config: types.ValueFnConfig,
-      axis_name: str | None = _PMAP_AXIS_NAME,
-  ):
+      axis_name: str | None = devices.AXIS_NAME,
+  ) -> None:
     """Builds the agent and value function for `env`.
 
     Args:
@@ -347,7 +146,7 @@ class MetaTrainAgent:
 
   @classmethod
   def from_config(
-      cls, config: MetaTrainConfig, axis_name: str | None = _PMAP_AXIS_NAME
+      cls, config: MetaTrainConfig, axis_name: str | None = devices.AXIS_NAME
   ) -> 'MetaTrainAgent':
     """The agent a `MetaTrainConfig` describes."""
     return cls(
@@ -359,22 +158,27 @@ class MetaTrainAgent:
 
   @property
   def batch_size(self) -> int:
+    """Environments per device (the learner batch)."""
     return self.env.batch_size
 
   @property
-  def update_rule(self):
+  def update_rule(self) -> Any:
+    """The agent's update rule (`DiscoUpdateRule`)."""
     return self.agent.update_rule
 
   @property
-  def learner_step(self):
+  def learner_step(self) -> Any:
+    """`Agent.learner_step`."""
     return self.agent.learner_step
 
   @property
-  def actor_step(self):
+  def actor_step(self) -> acting.ActorStepFn:
+    """`Agent.actor_step`."""
     return self.agent.actor_step
 
   @property
-  def unroll_net(self):
+  def unroll_net(self) -> Any:
+    """`Agent.unroll_net`."""
     return self.agent.unroll_net
 
   def init_state(self, rng_key: chex.PRNGKey) -> MetaTrainState:
@@ -406,32 +210,28 @@ class MetaTrainAgent:
 
     Args:
       state: the agent's state; its environments continue where they were.
-      rng: key; split into one key per step.
+      rng: key; step t samples with `split(rng, rollout_len)[t]`
+        (`acting.unroll_jittable_actor`).
       rollout_len: number of steps.
 
     Returns:
       The state with the actor and environments moved on (the learner and
       value states are unchanged), and the rollout [rollout_len, B, ...].
     """
-    params = state.learner_state.params
-
-    def _step(carry, step_rng):
-      env_state, timestep, actor_state = carry
-      actor_timestep, actor_state = self.agent.actor_step(
-          params, step_rng, timestep, actor_state
-      )
-      env_state, timestep = self.env.step(env_state, actor_timestep.actions)
-      return (env_state, timestep, actor_state), actor_timestep
-
-    (env_state, timestep, actor_state), steps = jax.lax.scan(
-        _step,
-        (state.env_state, state.env_timestep, state.actor_state),
-        jax.random.split(rng, rollout_len),
+    rollout, actor_state, timestep, env_state = acting.unroll_jittable_actor(
+        state.learner_state.params,
+        state.actor_state,
+        state.env_timestep,
+        state.env_state,
+        rng,
+        env=self.env,
+        rollout_len=rollout_len,
+        actor_step_fn=self.agent.actor_step,
     )
     new_state = state.replace(
         actor_state=actor_state, env_state=env_state, env_timestep=timestep
     )
-    return new_state, types.ActorRollout.from_timestep(steps)
+    return new_state, rollout
 
 
 def _mean_entropy(logits: chex.Array) -> chex.Array:
@@ -497,7 +297,14 @@ def calculate_meta_gradient(
   chex.assert_rank(valid_rollout.rewards, 2)  # [T', B]
   num_inner_steps = train_rollouts.rewards.shape[0]
 
-  def _inner_step(carry, inputs, update_rule_params):
+  def _inner_step(
+      carry: tuple[agent_lib.LearnerState, types.HaikuState, types.ValueState],
+      inputs: tuple[types.ActorRollout, chex.PRNGKey],
+      update_rule_params: types.MetaParams,
+  ) -> tuple[
+      tuple[agent_lib.LearnerState, types.HaikuState, types.ValueState],
+      types.LogDict,
+  ]:
     learner_state, actor_state, value_state = carry
     rollout, learner_rng = inputs
     new_learner_state, new_actor_state, logs = agent.learner_step(
@@ -519,7 +326,9 @@ def calculate_meta_gradient(
   if remat:
     _inner_step = jax.checkpoint(_inner_step)
 
-  def _outer_loss(update_rule_params):
+  def _outer_loss(
+      update_rule_params: types.MetaParams,
+  ) -> tuple[chex.Array, tuple[MetaTrainState, types.LogDict, types.LogDict]]:
     train_rng, valid_rng = jax.random.split(rng)
     learner_rngs = jax.random.split(train_rng, num_inner_steps)
     (learner_state, actor_state, value_state), train_logs = jax.lax.scan(
@@ -612,8 +421,24 @@ def _agent_meta_step(
     *,
     agent: MetaTrainAgent,
     config: MetaTrainConfig,
-):
-  """Rollouts and the meta-gradient of one agent (the reference's key use)."""
+) -> tuple[
+    types.MetaParams,
+    MetaTrainState,
+    types.LogDict,
+    types.LogDict,
+    types.LogDict,
+]:
+  """Rollouts and the meta-gradient of one agent (the reference's key use).
+
+  Train rollout j acts with `split(act_rng, N)[j]`; the validation rollout
+  acts with `act_rng` itself (the reference reuses it); the learner steps
+  and the validation policy draw from `update_rng` (see
+  `calculate_meta_gradient`).
+
+  Returns:
+    (meta-gradients, the agent after the inner updates, learner logs [N],
+    meta-loss logs, reward logs).
+  """
   step_rngs = jax.random.split(act_rng, config.num_inner_steps)
   rollouts = []
   for step_rng in step_rngs:
@@ -668,6 +493,17 @@ def meta_update(
   meta-gradients are averaged over agents (and, inside
   `calculate_meta_gradient`, over devices) and applied with `meta_opt`.
 
+  Keys, as in the reference: `act_rng, update_rng = split(rng)`; agent i
+  acts with `act_rngs[i] = split(act_rng, num_agents)[i]` (train rollout j
+  with `split(act_rngs[i], N)[j]`, the validation rollout with `act_rngs[i]`
+  itself, reused as the reference does) and computes its meta-gradient with
+  `split(update_rng, num_agents)[i]`.
+
+  Logs: the meta-loss terms and the learner logs are averaged over the
+  agents, where the reference's notebook logs the last agent's (its loop
+  over agents overwrites them); rewards, pos_rewards and neg_rewards are
+  per-agent means in both, and so is the meta-gradient.
+
   Args:
     update_rule_params: the rule's parameters.
     meta_opt_state: the meta-optimiser's state.
@@ -719,613 +555,4 @@ def meta_update(
       agents_states,
       mean_over_agents(train_logs),
       meta_log,
-  )
-
-
-# ----------------------------------------------------------------------------
-# The loop.
-
-
-@dataclasses.dataclass(frozen=True)
-class MetaTrainResult:
-  """What `run_meta_train` returns.
-
-  Attributes:
-    update_rule_params: the final rule parameters (float32 numpy Haiku tree;
-      save with `disco.weights.save_update_rule_params`).
-    logs: per meta-step scalars, each [num_steps]: the meta-loss terms,
-      meta_grad_norm, meta_up_norm, rewards, pos_rewards, neg_rewards,
-      pos_reward_fraction (pos / (pos + neg): the share of episodes that
-      ended with a catch; NaN if none ended) and the learner logs averaged
-      over inner steps (prefixed 'agent/').
-    num_steps: meta-steps done in total (including before a resume).
-    checkpoint_path: the last checkpoint written, or None.
-  """
-
-  update_rule_params: dict[str, dict[str, np.ndarray]]
-  logs: dict[str, np.ndarray]
-  num_steps: int
-  checkpoint_path: pathlib.Path | None
-
-
-@dataclasses.dataclass(frozen=True)
-class _LoopState:
-  """The loop's state: device arrays [D_local, ...] and a host key."""
-
-  update_rule_params: types.MetaParams
-  meta_opt_state: optax.OptState
-  agents_states: MetaTrainState
-  rng: np.ndarray
-  step: int
-
-
-def _params_digest(params: weights.Params) -> str:
-  digest = hashlib.sha256()
-  for key, leaf in sorted(weights.flatten_params(params).items()):
-    array = np.ascontiguousarray(np.asarray(leaf, np.float32))
-    digest.update(key.encode())
-    digest.update(str(array.shape).encode())
-    digest.update(array.tobytes())
-  return digest.hexdigest()
-
-
-def _scalar_logs(train_logs, meta_log) -> dict[str, float]:
-  logs = {k: float(v) for k, v in meta_log.items()}
-  pos, neg = logs['pos_rewards'], logs['neg_rewards']
-  logs['pos_reward_fraction'] = pos / (pos + neg) if pos + neg else math.nan
-  for key, value in train_logs.items():
-    logs[f'agent/{key}'] = float(np.mean(value))
-  return logs
-
-
-class _MetaTrainer:
-  """The compiled functions and device layout for one config.
-
-  Only the fields that shape the computation matter here; `_trainer_for`
-  shares one instance (and its compiled code) between runs.
-  """
-
-  def __init__(self, config: MetaTrainConfig):
-    self.config = config
-    self.agent = MetaTrainAgent.from_config(config)
-    self.meta_opt = optax.adam(learning_rate=config.meta_learning_rate)
-    self.devices = jax.devices()
-    self.local_devices = jax.local_devices()
-    process = jax.process_index()
-    # Position of each local device among all devices: its key index.
-    self._key_index = np.asarray(
-        [i for i, d in enumerate(self.devices) if d.process_index == process]
-    )
-    mesh = jax.sharding.Mesh(np.asarray(self.devices), (_PMAP_AXIS_NAME,))
-    self._sharding = jax.sharding.NamedSharding(
-        mesh, jax.sharding.PartitionSpec(_PMAP_AXIS_NAME)
-    )
-    self._update = jax.pmap(
-        functools.partial(
-            meta_update, agent=self.agent, meta_opt=self.meta_opt, config=config
-        ),
-        axis_name=_PMAP_AXIS_NAME,
-        devices=self.devices,
-    )
-    init_agent = MetaTrainAgent.from_config(config, axis_name=None)
-    self._init_agent_state = jax.jit(init_agent.init_state)
-    self._init_params = jax.jit(
-        lambda key: self.agent.update_rule.init_params(key)[0]
-    )
-    self._init_meta_opt = jax.jit(self.meta_opt.init)
-    self._step_keys = jax.jit(self._split_step_keys)
-    self._lock = threading.Lock()
-    self._compilation = None
-
-  def _split_step_keys(self, rng):
-    rng, step_rng = jax.random.split(rng)
-    return rng, jax.random.split(step_rng, len(self.devices))
-
-  def _to_devices(self, tree, replicate: bool):
-    """Places host arrays as `pmap` inputs [D_local, ...].
-
-    This replaces the reference's `device_put_replicated`. On one host the
-    inputs are committed to the sharding that the `pmap` gives its outputs
-    (a mesh with axis 'i'), so that the second meta-step does not compile
-    the meta-update again; with several processes `pmap` places them.
-
-    Args:
-      tree: host arrays, with a leading local-device axis unless
-        `replicate`.
-      replicate: give every local device a copy of every leaf.
-
-    Returns:
-      The placed tree.
-    """
-    num_local = len(self.local_devices)
-    tree = jax.device_get(tree)
-    if replicate:
-      tree = jax.tree.map(
-          lambda x: np.broadcast_to(x, (num_local,) + np.shape(x)), tree
-      )
-    if jax.process_count() > 1:
-      return tree
-    return jax.device_put(tree, self._sharding)
-
-  def random_params(self) -> dict[str, dict[str, np.ndarray]]:
-    """`init_params(PRNGKey(random_init_seed))`, on the host."""
-    return jax.device_get(
-        self._init_params(jax.random.PRNGKey(self.config.random_init_seed))
-    )
-
-  def check_params(self, params: weights.Params) -> None:
-    weights.validate_params(
-        params,
-        jax.eval_shape(self._init_params, jax.random.PRNGKey(0)),
-        what='The initial update-rule parameters',
-    )
-
-  def initial_state(self, params: weights.Params) -> _LoopState:
-    """The reference's initialisation, placed on the devices."""
-    rng_key = jax.random.PRNGKey(self.config.seed)
-    rng, rng_key = jax.random.split(rng_key)
-    agents = [
-        jax.device_get(self._init_agent_state(key))
-        for key in jax.random.split(rng_key, self.config.num_agents)
-    ]
-    agents_states = jax.tree.map(lambda *xs: np.stack(xs), *agents)
-    params = jax.tree.map(lambda x: np.asarray(x, np.float32), params)
-    self._step_keys(rng)  # Compiled now rather than in the first step.
-    return _LoopState(
-        update_rule_params=self._to_devices(params, replicate=True),
-        meta_opt_state=self._to_devices(
-            self._init_meta_opt(params), replicate=True
-        ),
-        agents_states=self._to_devices(agents_states, replicate=True),
-        rng=np.asarray(rng),
-        step=0,
-    )
-
-  def _abstract_inputs(self):
-    """Shapes, dtypes and shardings of the meta-update's inputs."""
-    num_local = len(self.local_devices)
-    params = jax.eval_shape(self._init_params, jax.random.PRNGKey(0))
-    agent = jax.eval_shape(self._init_agent_state, jax.random.PRNGKey(0))
-    per_device = (
-        params,
-        jax.eval_shape(self._init_meta_opt, params),
-        jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(
-                (self.config.num_agents,) + x.shape, x.dtype
-            ),
-            agent,
-        ),
-        jax.ShapeDtypeStruct((2,), np.uint32),
-    )
-    return jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(
-            (num_local,) + x.shape, x.dtype, sharding=self._sharding
-        ),
-        per_device,
-    )
-
-  def compile_in_background(self) -> Callable[[], None]:
-    """Starts compiling the meta-update; returns a function that waits.
-
-    Compiling takes most of a run's start-up. It needs only the inputs'
-    shapes, so it runs in a thread (XLA releases the GIL) while the caller
-    initialises or restores the state, and the first meta-step finds the
-    program compiled. Started once per trainer; skipped with several
-    processes (where `pmap` converts process-local inputs itself).
-
-    Returns:
-      A function that blocks until the compilation is done and re-raises
-      its error, if any.
-    """
-    if jax.process_count() > 1:
-      return lambda: None
-    with self._lock:
-      if self._compilation is None:
-        errors = []
-
-        def _compile():
-          try:
-            self._update.lower(*self._abstract_inputs()).compile()
-          except BaseException as e:  # pylint: disable=broad-exception-caught
-            errors.append(e)
-
-        thread = threading.Thread(target=_compile, daemon=True)
-        thread.start()
-        self._compilation = (thread, errors)
-    thread, errors = self._compilation
-
-    def _wait():
-      thread.join()
-      if errors:
-        with self._lock:
-          self._compilation = None  # Let a later run try again.
-        raise errors[0]
-
-    return _wait
-
-  def step(self, state: _LoopState) -> tuple[_LoopState, dict[str, float]]:
-    """One meta-step; returns the new state and its scalar logs."""
-    rng, keys = self._step_keys(state.rng)
-    keys = np.asarray(keys)[self._key_index]
-    params, opt_state, agents_states, train_logs, meta_log = self._update(
-        state.update_rule_params,
-        state.meta_opt_state,
-        state.agents_states,
-        self._to_devices(keys, replicate=False),
-    )
-    # Logs are averaged over devices: read the first local copy.
-    train_logs, meta_log = self._first_copy((train_logs, meta_log))
-    new_state = _LoopState(
-        update_rule_params=params,
-        meta_opt_state=opt_state,
-        agents_states=agents_states,
-        rng=np.asarray(rng),
-        step=state.step + 1,
-    )
-    return new_state, _scalar_logs(train_logs, meta_log)
-
-  # --- Checkpoints. ---
-
-  def _first_copy(self, tree):
-    """The first local device's copy of a replicated tree, on the host."""
-    return jax.tree.map(
-        lambda x: np.asarray(x.addressable_shards[0].data)[0], tree
-    )
-
-  def host_params(self, state: _LoopState) -> dict[str, dict[str, np.ndarray]]:
-    return self._first_copy(state.update_rule_params)
-
-  def save(
-      self,
-      root: pathlib.Path,
-      state: _LoopState,
-      logs: Sequence[Mapping[str, float]],
-      metadata: Mapping[str, Any],
-      keep: int,
-  ) -> pathlib.Path:
-    arrays = {}
-    arrays.update(
-        checkpoint_lib.flatten_tree(
-            self._first_copy(state.meta_opt_state), 'meta_opt_state'
-        )
-    )
-    arrays.update(
-        checkpoint_lib.flatten_tree(state.agents_states, 'agents_states')
-    )
-    arrays['rng'] = np.asarray(state.rng)
-    for key in sorted(logs[0]) if logs else ():
-      arrays[f'logs/{key}'] = np.asarray([log[key] for log in logs])
-    return checkpoint_lib.save(
-        root,
-        state.step,
-        update_rule_params=self.host_params(state),
-        arrays=arrays,
-        metadata=metadata,
-        keep=keep,
-    )
-
-  def restore(
-      self, ckpt: checkpoint_lib.Checkpoint
-  ) -> tuple[_LoopState, list[dict[str, float]]]:
-    params = ckpt.update_rule_params
-    self.check_params(params)
-    opt_template = jax.eval_shape(self._init_meta_opt, params)
-    agent_template = jax.eval_shape(
-        self._init_agent_state, jax.random.PRNGKey(0)
-    )
-    num_local = len(self.local_devices)
-    agent_template = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(
-            (num_local, self.config.num_agents) + x.shape, x.dtype
-        ),
-        agent_template,
-    )
-    opt_state = checkpoint_lib.restore_tree(
-        opt_template, ckpt.arrays, 'meta_opt_state'
-    )
-    agents_states = checkpoint_lib.restore_tree(
-        agent_template, ckpt.arrays, 'agents_states'
-    )
-    rng = ckpt.arrays.get('rng')
-    if rng is None or rng.shape != (2,) or rng.dtype != np.uint32:
-      raise checkpoint_lib.CheckpointMismatchError(
-          f'The checkpoint at {ckpt.path} has no valid random key.'
-      )
-    log_arrays = {
-        k[len('logs/') :]: v
-        for k, v in ckpt.arrays.items()
-        if k.startswith('logs/')
-    }
-    if any(v.shape != (ckpt.step,) for v in log_arrays.values()):
-      raise checkpoint_lib.CheckpointMismatchError(
-          f'The checkpoint at {ckpt.path} has logs of the wrong length.'
-      )
-    logs = [
-        {k: float(v[i]) for k, v in log_arrays.items()}
-        for i in range(ckpt.step)
-    ]
-    self._step_keys(rng)  # Compiled now rather than in the first step.
-    state = _LoopState(
-        update_rule_params=self._to_devices(params, replicate=True),
-        meta_opt_state=self._to_devices(opt_state, replicate=True),
-        agents_states=self._to_devices(agents_states, replicate=False),
-        rng=rng,
-        step=ckpt.step,
-    )
-    return state, logs
-
-
-@functools.lru_cache(maxsize=4)
-def _cached_trainer(
-    config: MetaTrainConfig, devices: tuple[jax.Device, ...]
-) -> _MetaTrainer:
-  del devices  # Part of the cache key only.
-  return _MetaTrainer(config)
-
-
-def _trainer_for(config: MetaTrainConfig) -> _MetaTrainer:
-  """A trainer for `config`, shared by runs that compute the same thing."""
-  key = config.replace(num_steps=1, checkpoint_every=0, keep_checkpoints=1)
-  return _cached_trainer(key, tuple(jax.devices()))
-
-
-def random_init_params(
-    config: MetaTrainConfig,
-) -> dict[str, dict[str, np.ndarray]]:
-  """The rule a run starts from without `init_params` (as numpy arrays).
-
-  The reference's `update_rule.init_params(PRNGKey(1))`, with the seed
-  `config.random_init_seed`.
-
-  Args:
-    config: the run's settings.
-
-  Returns:
-    The update rule's parameters.
-  """
-  return _trainer_for(config).random_params()
-
-
-def _metadata(
-    config: MetaTrainConfig, init_digest: str, num_local_devices: int
-) -> dict[str, Any]:
-  return dict(
-      kind=_CHECKPOINT_KIND,
-      config=config.to_dict(),
-      init_params_sha256=init_digest,
-      num_local_devices=num_local_devices,
-      num_processes=jax.process_count(),
-      jax_version=jax.__version__,
-  )
-
-
-def _check_resumable(
-    ckpt: checkpoint_lib.Checkpoint,
-    config: MetaTrainConfig,
-    init_digest: str | None,
-    num_local_devices: int,
-) -> None:
-  """Raises `CheckpointMismatchError` unless `ckpt` belongs to this run."""
-  meta = ckpt.metadata
-  where = f'The checkpoint at {ckpt.path}'
-  if meta.get('kind') != _CHECKPOINT_KIND:
-    raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} was not written by run_meta_train.'
-    )
-  try:
-    saved = MetaTrainConfig.from_dict(meta['config'])
-  except (KeyError, TypeError, ValueError) as e:
-    raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} has an unreadable config: {e}'
-    ) from e
-  differ = [
-      f'{f.name} (checkpoint {getattr(saved, f.name)!r}, now'
-      f' {getattr(config, f.name)!r})'
-      for f in dataclasses.fields(config)
-      if f.name not in _EXECUTION_FIELDS
-      and getattr(saved, f.name) != getattr(config, f.name)
-  ]
-  if differ:
-    raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} was written with a different config: ' + '; '.join(differ)
-    )
-  if (
-      meta.get('num_local_devices') != num_local_devices
-      or meta.get('num_processes') != jax.process_count()
-  ):
-    raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} was written on {meta.get("num_processes")} process(es) with'
-        f' {meta.get("num_local_devices")} device(s) each; this run has'
-        f' {jax.process_count()} with {num_local_devices}. Each device has'
-        ' its own agents, so resume on the same layout.'
-    )
-  if init_digest is not None and meta.get('init_params_sha256') != init_digest:
-    raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} started from other initial update-rule parameters than'
-        ' the ones given now (pass init_params=None to resume it as it is).'
-    )
-
-
-@contextlib.contextmanager
-def progress_bar(total: int, *, initial: int = 0) -> Iterator[ProgressFn]:
-  """A tqdm progress bar to pass as `run_meta_train`'s `progress_fn`.
-
-  Shows the step and, as postfix, the meta-loss and the share of positive
-  rewards (`tqdm.auto`: a widget in notebooks, text in terminals).
-
-      with meta_train.progress_bar(config.num_steps) as progress:
-        result = meta_train.run_meta_train(config, progress_fn=progress)
-
-  Args:
-    total: the run's `num_steps`.
-    initial: the step a resumed run starts from.
-
-  Yields:
-    A `progress_fn`.
-  """
-  import tqdm.auto  # pylint: disable=g-import-not-at-top
-
-  bar = tqdm.auto.tqdm(total=total, initial=initial, unit='meta-step')
-
-  def _update(step: int, logs: Mapping[str, float]) -> None:
-    bar.update(step - bar.n)
-    bar.set_postfix(
-        meta_loss=f'{logs["meta_loss"]:.3f}',
-        positive=f'{logs["pos_reward_fraction"]:.2f}',
-        refresh=False,
-    )
-
-  try:
-    yield _update
-  finally:
-    bar.close()
-
-
-@contextlib.contextmanager
-def _deferred_interrupts() -> Iterator[Callable[[], bool]]:
-  """Turns the first Ctrl-C into a flag checked between meta-steps.
-
-  A second Ctrl-C interrupts at once. Outside the main thread (where
-  signal handlers cannot be installed) interrupts are left alone.
-  """
-  received = []
-  if threading.current_thread() is not threading.main_thread():
-    yield lambda: False
-    return
-  previous = signal.getsignal(signal.SIGINT)
-
-  def _handler(signum, frame):
-    if received:
-      signal.signal(signal.SIGINT, previous)
-      raise KeyboardInterrupt
-    received.append(signum)
-    logging.warning(
-        'Interrupted: stopping after this meta-step (and checkpointing if a'
-        ' checkpoint directory is set). Press Ctrl-C again to abort now.'
-    )
-    del frame
-
-  signal.signal(signal.SIGINT, _handler)
-  try:
-    yield lambda: bool(received)
-  finally:
-    signal.signal(signal.SIGINT, previous)
-
-
-def _checkpoint_root(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
-  root = pathlib.Path(checkpoint_dir).expanduser()
-  if jax.process_count() > 1:
-    # Every process keeps the agents of its own devices.
-    root = root / f'process_{jax.process_index()}'
-  return root
-
-
-def run_meta_train(
-    config: MetaTrainConfig,
-    *,
-    init_params: weights.Params | None = None,
-    progress_fn: ProgressFn | None = None,
-    checkpoint_dir: str | pathlib.Path | None = None,
-    resume: bool = False,
-) -> MetaTrainResult:
-  """Meta-trains an update rule on all devices (the reference's loop).
-
-  The meta-update is `pmap`ped over `jax.devices()` with axis name 'i';
-  every device runs the whole population on its own batch of environments
-  and the meta-gradients and logs are averaged across devices. As in the
-  reference, all devices start from the same agents' states and differ by
-  their random keys.
-
-  Args:
-    config: the run's settings.
-    init_params: the rule to start from (e.g. `weights.load_disco103()` to
-      fine-tune); None starts from `init_params(PRNGKey(random_init_seed))`.
-    progress_fn: called as `progress_fn(step, logs)` after every meta-step,
-      `step` counting from 1 and `logs` the step's scalars.
-    checkpoint_dir: if set, checkpoints are written there every
-      `config.checkpoint_every` meta-steps, at the end and on Ctrl-C (the
-      first Ctrl-C finishes the current meta-step, checkpoints and raises
-      `KeyboardInterrupt`).
-    resume: continue from the newest checkpoint in `checkpoint_dir` (which
-      must exist and match `config`) up to `config.num_steps`. Without it, a
-      `checkpoint_dir` that already holds checkpoints is an error, so that
-      nothing is overwritten.
-
-  Returns:
-    A `MetaTrainResult` with the final rule and the logs of all meta-steps.
-
-  Raises:
-    ValueError: `resume` without `checkpoint_dir`.
-    weights.WeightsError: `init_params` do not fit the rule.
-    checkpoint.CheckpointError: no checkpoint to resume, checkpoints already
-      present without `resume`, a corrupt checkpoint, or one that belongs to
-      another config or device layout.
-  """
-  if resume and checkpoint_dir is None:
-    raise ValueError('resume=True needs a checkpoint_dir.')
-  trainer = _trainer_for(config)
-  root = _checkpoint_root(checkpoint_dir) if checkpoint_dir else None
-  num_local = len(trainer.local_devices)
-  init_digest = None
-  if init_params is not None:
-    trainer.check_params(init_params)
-    init_digest = _params_digest(init_params)
-  if resume:
-    ckpt = checkpoint_lib.load(root)
-    _check_resumable(ckpt, config, init_digest, num_local)
-    init_digest = ckpt.metadata['init_params_sha256']
-  elif root is not None and checkpoint_lib.list_steps(root):
-    raise checkpoint_lib.CheckpointExistsError(
-        f'{root} already holds checkpoints (latest step'
-        f' {checkpoint_lib.latest_step(root)}); pass resume=True to continue'
-        ' that run, or use another directory.'
-    )
-
-  # Initialise (or restore) while the meta-update compiles.
-  wait_for_compilation = trainer.compile_in_background()
-  if resume:
-    state, logs = trainer.restore(ckpt)
-    last_saved = ckpt.path
-    logging.info('Resuming meta-training from %s.', ckpt.path)
-  else:
-    if init_params is None:
-      init_params = trainer.random_params()
-      init_digest = _params_digest(init_params)
-    state = trainer.initial_state(init_params)
-    logs = []
-    last_saved = None
-  metadata = _metadata(config, init_digest, num_local)
-  wait_for_compilation()
-
-  def _save(state):
-    return trainer.save(
-        root, state, logs, metadata, keep=config.keep_checkpoints
-    )
-
-  with _deferred_interrupts() as interrupted:
-    while state.step < config.num_steps:
-      new_state, step_logs = trainer.step(state)
-      state = new_state
-      logs.append(step_logs)
-      if progress_fn is not None:
-        progress_fn(state.step, step_logs)
-      if interrupted():
-        if root is not None:
-          path = _save(state)
-          logging.warning('Wrote checkpoint %s.', path)
-        raise KeyboardInterrupt
-      every = config.checkpoint_every
-      if root is not None and every and state.step % every == 0:
-        last_saved = _save(state)
-    if root is not None and (
-        last_saved is None or checkpoint_lib.latest_step(root) != state.step
-    ):
-      last_saved = _save(state)
-
-  keys = sorted(logs[0]) if logs else []
-  return MetaTrainResult(
-      update_rule_params=trainer.host_params(state),
-      logs={k: np.asarray([log[k] for log in logs]) for k in keys},
-      num_steps=state.step,
-      checkpoint_path=last_saved,
   )

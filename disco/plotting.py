@@ -1,20 +1,24 @@
-"""Writing learning curves to CSV files and plotting them.
+"""Plots of runs: a smoothed curve over its faint raw values, as PNG.
 
 matplotlib is an optional dependency (the `[colab]` and `[test]` extras) and
 is imported only when a plot is drawn, so `import disco` never needs it.
+Figures are made without pyplot, so nothing is shown or kept open unless
+the caller displays them (a notebook shows a returned figure).
 """
 
-from collections.abc import Sequence
-import csv
-import math
+from collections.abc import Mapping, Sequence
 import os
 import pathlib
+from typing import Any
 
 import numpy as np
 
-from disco import eval as eval_lib
+from disco import metrics
 
 _INSTALL_PLOTTING = 'pip install -e ".[colab]"'
+# Points per smoothing window: a curve of N points is averaged over the
+# trailing max(1, N // _SMOOTHING_POINTS) points.
+_SMOOTHING_POINTS = 50
 
 
 def require_matplotlib() -> None:
@@ -29,78 +33,46 @@ def require_matplotlib() -> None:
     ) from e
 
 
-def _format(value) -> str:
-  if isinstance(value, (float, np.floating)):
-    return '' if math.isnan(value) else repr(float(value))
-  return str(value)
-
-
-def write_csv(
-    histories: Sequence[eval_lib.EvalHistory], path: str | os.PathLike[str]
-) -> pathlib.Path:
-  """Writes the curves, one row per run and iteration, to a CSV file.
-
-  Columns: rule, seed, then `EvalHistory.columns()` (iteration, steps,
-  avg_returns, ..., then the learner logs in sorted order; a log that one
-  run does not have is left empty, as are NaNs).
+def smooth(values: Any, window: int | None = None) -> np.ndarray:
+  """Trailing mean over `window` points, ignoring NaNs ([N] -> [N]).
 
   Args:
-    histories: the runs.
-    path: the file to write (its directory must exist).
+    values: [N] numbers (NaN where there is no value, e.g. no episode ended).
+    window: points averaged; None picks max(1, N // 50).
 
   Returns:
-    The path written.
+    [N] means of the finite values among each point and the `window - 1`
+    before it (NaN where there are none).
   """
-  path = pathlib.Path(path)
-  columns = [h.columns() for h in histories]
-  names = []
-  for cols in columns:
-    names.extend(k for k in cols if k not in names)
-  with path.open('w', newline='') as f:
-    writer = csv.writer(f)
-    writer.writerow(['rule', 'seed'] + names)
-    for history, cols in zip(histories, columns, strict=True):
-      for i in range(len(history)):
-        row = [history.rule, history.seed]
-        row += [_format(cols[k][i]) if k in cols else '' for k in names]
-        writer.writerow(row)
-  return path
+  values = np.asarray(values, np.float64)
+  if window is None:
+    window = max(1, len(values) // _SMOOTHING_POINTS)
+  finite = np.isfinite(values)
+  # Each finite value weighs one: the windows' means of the finite values.
+  return metrics.smoothed_returns(
+      np.where(finite, values, 0.0), finite.astype(np.float64), window
+  )
 
 
-def read_csv(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-  """Reads a file written by `write_csv` into columns (strings for 'rule')."""
-  with pathlib.Path(path).open(newline='') as f:
-    rows = list(csv.DictReader(f))
-  if not rows:
-    return {}
-  columns = {}
-  for name in rows[0]:
-    values = [row[name] for row in rows]
-    if name == 'rule':
-      columns[name] = np.asarray(values)
-    else:
-      columns[name] = np.asarray(
-          [float(v) if v else np.nan for v in values], np.float64
-      )
-  return columns
-
-
-def plot_curves(
-    histories: Sequence[eval_lib.EvalHistory],
+def plot_series(
+    x: Any,
+    series: Mapping[str, Any],
     path: str | os.PathLike[str] | None = None,
+    *,
     title: str | None = None,
-):
-  """Plots average return against environment steps, one colour per rule.
-
-  With several seeds of a rule, the mean over seeds is drawn thick and each
-  seed thinly. The figure is made without pyplot, so nothing is shown or
-  kept open unless the caller displays it (a notebook shows a returned
-  figure as the cell's value).
+    xlabel: str = 'step',
+    ylabel: str | None = None,
+) -> Any:
+  """Plots each of `series` against `x`: raw values faint, smoothed bold.
 
   Args:
-    histories: the runs.
-    path: if given, the image file to write (e.g. `curve.png`).
+    x: [N] positions (or a mapping label -> [N] for series of other
+      lengths).
+    series: label -> [N] values.
+    path: if given, the PNG file to write.
     title: the plot's title.
+    xlabel: the x axis's label.
+    ylabel: the y axis's label.
 
   Returns:
     The `matplotlib.figure.Figure`.
@@ -109,43 +81,71 @@ def plot_curves(
   # pylint: disable-next=g-import-not-at-top
   from matplotlib import figure as mpl_figure
 
-  by_rule: dict[str, list[eval_lib.EvalHistory]] = {}
-  for history in histories:
-    by_rule.setdefault(history.rule, []).append(history)
   fig = mpl_figure.Figure(figsize=(7, 4.5))
   axes = fig.add_subplot()
-  for index, (rule, runs) in enumerate(by_rule.items()):
+  for index, (label, values) in enumerate(series.items()):
+    xs = np.asarray(x[label] if isinstance(x, Mapping) else x)
+    values = np.asarray(values, np.float64)
     colour = f'C{index}'
-    if len(runs) == 1:
-      axes.plot(
-          runs[0].steps,
-          runs[0].avg_returns,
-          color=colour,
-          lw=1.2,
-          label=f'{rule} (seed {runs[0].seed})',
-      )
-      continue
-    for run in runs:
-      axes.plot(run.steps, run.avg_returns, color=colour, lw=0.6, alpha=0.35)
-    length = min(len(run) for run in runs)
-    stacked = np.stack([run.avg_returns[:length] for run in runs])
-    finite = np.isfinite(stacked)
-    with np.errstate(invalid='ignore'):  # NaN where no seed has a value.
-      mean = np.where(finite, stacked, 0).sum(0) / finite.sum(0)
-    axes.plot(
-        runs[0].steps[:length],
-        mean,
-        color=colour,
-        lw=1.8,
-        label=f'{rule} (mean of {len(runs)} seeds)',
-    )
-  axes.set_xlabel('environment steps')
-  axes.set_ylabel('average return')
+    axes.plot(xs, values, color=colour, lw=0.8, alpha=0.25)
+    axes.plot(xs, smooth(values), color=colour, lw=1.8, label=label)
+  axes.set_xlabel(xlabel)
+  if ylabel:
+    axes.set_ylabel(ylabel)
   axes.grid(alpha=0.3)
-  axes.legend(loc='lower right')
+  if series:
+    axes.legend(loc='best')
   if title:
     axes.set_title(title)
   fig.tight_layout()
   if path is not None:
     fig.savefig(pathlib.Path(path), dpi=120)
   return fig
+
+
+def mean_over_seeds(curves: Sequence[Any]) -> np.ndarray:
+  """The NaN-ignoring mean of [N] curves, cut to the shortest ([N])."""
+  length = min(len(c) for c in curves)
+  mean, _, _ = metrics.seed_band([np.asarray(c)[:length] for c in curves])
+  return mean
+
+
+def plot_curves(
+    histories: Sequence[Any],
+    path: str | os.PathLike[str] | None = None,
+    title: str | None = None,
+) -> Any:
+  """Average return against environment steps, one curve per rule.
+
+  Each rule's curve is the mean over its seeds (`EvalHistory`s with that
+  rule), drawn faint as it is and bold smoothed.
+
+  Args:
+    histories: `disco.eval.EvalHistory` runs.
+    path: if given, the PNG file to write.
+    title: the plot's title.
+
+  Returns:
+    The `matplotlib.figure.Figure`.
+  """
+  by_rule: dict[str, list[Any]] = {}
+  for history in histories:
+    by_rule.setdefault(history.rule, []).append(history)
+  xs, series = {}, {}
+  for rule, runs in by_rule.items():
+    label = (
+        f'{rule} (seed {runs[0].seed})'
+        if len(runs) == 1
+        else f'{rule} (mean of {len(runs)} seeds)'
+    )
+    curve = mean_over_seeds([run.avg_returns for run in runs])
+    xs[label] = np.asarray(runs[0].steps)[: len(curve)]
+    series[label] = curve
+  return plot_series(
+      xs,
+      series,
+      path,
+      title=title,
+      xlabel='environment steps',
+      ylabel='average return',
+  )

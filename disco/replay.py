@@ -18,6 +18,7 @@ copies rather than per-trajectory Python objects.
 that run entirely on the device (its sampling uses a JAX key instead).
 """
 
+import copy
 from typing import Any
 
 import chex
@@ -153,6 +154,60 @@ class SimpleReplayBuffer:
     """`batch_size` trajectories drawn uniformly, stacked along the axis."""
     return self.gather(self.sample_indices(batch_size))
 
+  def get_state(self) -> dict[str, Any]:
+    """Everything that determines later additions and samples (copies).
+
+    Returns:
+      `storage`: the ring as a tree of arrays with the capacity in place of
+      the batch axis (None while nothing was added), `size` and `next_slot`
+      (ints), and `rng_state`: the sampling generator's
+      `bit_generator.state` (a dict with 128-bit ints, JSON-serialisable).
+    """
+    storage = None
+    if self._treedef is not None:
+      storage = jax.tree.unflatten(
+          self._treedef, [np.array(store) for store in self._storage]
+      )
+    return dict(
+        storage=storage,
+        size=self._size,
+        next_slot=self._next,
+        rng_state=copy.deepcopy(self._np_rng.bit_generator.state),
+    )
+
+  def set_state(self, state: dict[str, Any]) -> None:
+    """Continues exactly from a `get_state` of a buffer of the same capacity.
+
+    Raises:
+      ValueError: if the storage does not hold `capacity` trajectories along
+        `batch_axis`, or `size` or `next_slot` are out of range.
+    """
+    size, next_slot = int(state['size']), int(state['next_slot'])
+    if not (0 <= size <= self.capacity and 0 <= next_slot < self.capacity):
+      raise ValueError(
+          f'size {size} and next_slot {next_slot} do not fit a buffer of'
+          f' {self.capacity}.'
+      )
+    storage = state['storage']
+    if storage is None:
+      if size:
+        raise ValueError(f'A buffer of size {size} needs its storage.')
+      self._treedef, self._storage = None, []
+    else:
+      leaves, treedef = jax.tree.flatten(storage)
+      for leaf in leaves:
+        if np.ndim(leaf) <= self.batch_axis or (
+            np.shape(leaf)[self.batch_axis] != self.capacity
+        ):
+          raise ValueError(
+              f'Storage leaves need {self.capacity} trajectories along axis'
+              f' {self.batch_axis}; got shape {np.shape(leaf)}.'
+          )
+      self._treedef = treedef
+      self._storage = [np.array(leaf) for leaf in leaves]
+    self._size, self._next = size, next_slot
+    self._np_rng.bit_generator.state = copy.deepcopy(state['rng_state'])
+
 
 # ----------------------------------------------------------------------------
 # The same FIFO buffer as a pure-JAX state, for loops fused under `jit`.
@@ -192,7 +247,7 @@ def init_replay_state(
     The empty `ReplayState`.
   """
 
-  def _zeros(leaf):
+  def _zeros(leaf: Any) -> Any:
     shape = list(leaf.shape)
     shape[batch_axis] = capacity
     return jnp.zeros(shape, leaf.dtype)

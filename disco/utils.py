@@ -1,7 +1,6 @@
 """Small helpers used throughout `disco`.
 
-Array lookups, spec manipulation, tree stacking, device placement for the
-`pmap` layout, a differentiable policy-gradient loss and the moving averages
+Array lookups, spec manipulation, tree stacking, a differentiable policy-gradient loss and the moving averages
 that normalise advantages and TD errors.
 """
 
@@ -19,67 +18,6 @@ from disco import types
 
 _T = TypeVar('_T')
 _SpecsT = TypeVar('_SpecsT')
-
-
-def _device_mesh(devices: Sequence[jax.Device]) -> jax.sharding.Mesh:
-  return jax.sharding.Mesh(np.asarray(devices), ('devices',))
-
-
-def shard_across_devices(data: _T, devices: Sequence[jax.Device]) -> _T:
-  """Splits every leaf along axis 0 into one shard per device.
-
-  The result has a new leading device axis of size `len(devices)` (the
-  layout `jax.pmap` expects) and shard `i` lives on `devices[i]`.
-
-  Args:
-    data: a tree whose leaves have a leading axis divisible by the number of
-      devices.
-    devices: the devices to place the shards on.
-
-  Returns:
-    The tree with leaves of shape [D, N // D, ...], sharded over `devices`.
-  """
-  num_shards = len(devices)
-  sharding = jax.sharding.NamedSharding(
-      _device_mesh(devices), jax.sharding.PartitionSpec('devices')
-  )
-
-  def _shard(leaf):
-    leaf = np.asarray(leaf)
-    if leaf.shape[0] % num_shards:
-      raise ValueError(
-          f'Cannot split a leading axis of size {leaf.shape[0]} evenly over '
-          f'{num_shards} devices.'
-      )
-    stacked = leaf.reshape((num_shards, -1) + leaf.shape[1:])
-    return jax.device_put(stacked, sharding)
-
-  return jax.tree.map(_shard, data)
-
-
-def replicate_across_devices(data: _T, devices: Sequence[jax.Device]) -> _T:
-  """Puts one copy of every leaf on each device, stacked on a new axis 0.
-
-  This replaces the `jax.device_put_replicated` call the reference used,
-  which no longer exists in current JAX.
-  """
-  sharding = jax.sharding.NamedSharding(
-      _device_mesh(devices), jax.sharding.PartitionSpec('devices')
-  )
-
-  def _replicate(leaf):
-    leaf = jnp.asarray(leaf)
-    stacked = jnp.broadcast_to(leaf, (len(devices),) + leaf.shape)
-    return jax.device_put(stacked, sharding)
-
-  return jax.tree.map(_replicate, data)
-
-
-def gather_from_devices(data: _T) -> _T:
-  """Fetches a [D, N, ...] tree to the host and merges its first two axes."""
-  return jax.tree.map(
-      lambda x: x.reshape((-1,) + x.shape[2:]), jax.device_get(data)
-  )
 
 
 def batch_lookup(

@@ -29,7 +29,7 @@ state-of-the-art reinforcement learning algorithms", Nature 648, 2025),
 published by Google DeepMind in google-deepmind/disco_rl under CC-BY 4.0.
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 import contextlib
 import hashlib
 import http.client
@@ -37,7 +37,6 @@ import io
 import logging
 import os
 import pathlib
-import tempfile
 from typing import Any, BinaryIO
 import urllib.request
 import zipfile
@@ -45,6 +44,8 @@ import zlib
 
 import immutabledict
 import numpy as np
+
+from disco import files
 
 # A path as accepted by the functions of this module.
 PathLike = str | os.PathLike[str]
@@ -120,8 +121,6 @@ DEFAULT_TIMEOUT_SECONDS = 60.0
 # the disk when the URL points somewhere unexpected.
 _MAX_DOWNLOAD_BYTES = 64 * 2**20
 _CHUNK_BYTES = 2**16
-# How many differences a structure error spells out per category.
-_MAX_LISTED = 5
 # Exceptions numpy and zipfile raise on bytes that are not a readable `.npz`.
 _NPZ_READ_ERRORS = (
     ValueError,
@@ -259,22 +258,13 @@ def unflatten_params(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 # Structure checks.
 
 
-def _shape_of(leaf: Any, *, shape_tuples: bool) -> tuple[int, ...]:
-  """Shape of an array-like leaf, or the leaf itself if it spells a shape."""
-  if shape_tuples and isinstance(leaf, tuple):
-    if all(isinstance(d, int) and not isinstance(d, bool) for d in leaf):
-      return leaf
-  if hasattr(leaf, 'shape'):
-    return tuple(int(d) for d in leaf.shape)
-  return tuple(np.shape(leaf))
-
-
-def _listed(items: list[Any]) -> str:
-  """The first few items, comma-separated, with a count of the rest."""
-  shown = ', '.join(str(item) for item in items[:_MAX_LISTED])
-  if len(items) > _MAX_LISTED:
-    shown += f', ... ({len(items) - _MAX_LISTED} more)'
-  return shown
+def _reference_shape(leaf: Any) -> tuple[int, ...]:
+  """Shape of an array-like reference leaf, or the leaf if it is a shape."""
+  if isinstance(leaf, tuple) and all(
+      isinstance(d, int) and not isinstance(d, bool) for d in leaf
+  ):
+    return leaf
+  return files.shape_of(leaf)
 
 
 def validate_params(
@@ -298,43 +288,17 @@ def validate_params(
       mismatches (expected vs got).
     WeightsError: if either tree is not a two-level Haiku params tree.
   """
-  got = {
-      k: _shape_of(v, shape_tuples=False)
-      for k, v in flatten_params(params).items()
-  }
-  want = {
-      k: _shape_of(v, shape_tuples=True)
-      for k, v in flatten_params(reference).items()
-  }
-  missing = sorted(want.keys() - got.keys())
-  unexpected = sorted(got.keys() - want.keys())
-  mismatched = sorted(
-      (k, want[k], got[k])
-      for k in want.keys() & got.keys()
-      if want[k] != got[k]
-  )
-  if not (missing or unexpected or mismatched):
-    return
-  problems = []
-  if missing:
-    problems.append(f'{len(missing)} missing key(s): {_listed(missing)}')
-  if unexpected:
-    problems.append(
-        f'{len(unexpected)} unexpected key(s): {_listed(unexpected)}'
+  got = {k: files.shape_of(v) for k, v in flatten_params(params).items()}
+  want = {k: _reference_shape(v) for k, v in flatten_params(reference).items()}
+  diff = files.diff_trees(got, want)
+  if diff:
+    raise StructureError(
+        f'{what} do not match the expected structure ({len(want)} tensors): '
+        f'{diff.describe()}.',
+        missing=diff.missing,
+        unexpected=diff.unexpected,
+        mismatched=diff.mismatched,
     )
-  if mismatched:
-    described = [f'{k} (expected {e}, got {g})' for k, e, g in mismatched]
-    problems.append(
-        f'{len(mismatched)} shape mismatch(es): {_listed(described)}'
-    )
-  raise StructureError(
-      f'{what} do not match the expected structure ({len(want)} tensors): '
-      + '; '.join(problems)
-      + '.',
-      missing=missing,
-      unexpected=unexpected,
-      mismatched=mismatched,
-  )
 
 
 # ----------------------------------------------------------------------------
@@ -410,43 +374,6 @@ def load_update_rule_params(path: PathLike) -> dict[str, dict[str, np.ndarray]]:
   return _params_from_npz_bytes(_read_bytes(path, str(path)), str(path))
 
 
-def _fsync_directory(directory: pathlib.Path) -> None:
-  """Makes a completed rename durable; best effort where unsupported."""
-  with contextlib.suppress(OSError):
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-      os.fsync(fd)
-    finally:
-      os.close(fd)
-
-
-@contextlib.contextmanager
-def _atomic_destination(path: pathlib.Path) -> Iterator[tuple[BinaryIO, str]]:
-  """Yields `(file, temp_name)` whose contents replace `path` on success.
-
-  The temporary file lives in the destination's directory (so the final
-  `os.replace` is atomic), is fsynced before the rename, and is removed if
-  anything fails, leaving any previous file at `path` untouched.
-  """
-  directory = path.parent
-  fd, tmp_name = tempfile.mkstemp(
-      dir=directory, prefix=f'.{path.name}.', suffix='.tmp'
-  )
-  try:
-    with os.fdopen(fd, 'wb') as f:
-      yield f, tmp_name
-      f.flush()
-      os.fsync(f.fileno())
-    # mkstemp creates private files; weights are ordinary readable data.
-    os.chmod(tmp_name, 0o644)
-    os.replace(tmp_name, path)
-  except BaseException:
-    with contextlib.suppress(FileNotFoundError):
-      os.unlink(tmp_name)
-    raise
-  _fsync_directory(directory)
-
-
 def save_update_rule_params(params: Params, path: PathLike) -> pathlib.Path:
   """Atomically writes a Haiku tree as a flat, compressed `.npz`.
 
@@ -482,18 +409,13 @@ def save_update_rule_params(params: Params, path: PathLike) -> pathlib.Path:
     flat[key] = array.astype(np.float32, copy=False)
   if not flat:
     raise WeightsError('Refusing to save an empty parameter tree.')
-  with _atomic_destination(path) as (f, _):
+  with files.atomic_write(path) as f:
     np.savez_compressed(f, **flat)
   return path
 
 
-def file_sha256(path: PathLike) -> str:
-  """Hex SHA-256 of a file, as printed by `sha256sum`."""
-  digest = hashlib.sha256()
-  with open(path, 'rb') as f:
-    while chunk := f.read(_CHUNK_BYTES):
-      digest.update(chunk)
-  return digest.hexdigest()
+# Hex SHA-256 of a file, as printed by `sha256sum` (kept under this name).
+file_sha256 = files.file_sha256
 
 
 # ----------------------------------------------------------------------------
@@ -662,11 +584,10 @@ def download_disco103(
         url, f'cannot create the cache directory {directory}: {e}'
     ) from e
   try:
-    with _atomic_destination(destination) as (f, tmp_name):
+    with files.atomic_write(destination) as f:
       _fetch(url, f, timeout)
-      f.flush()
-      with open(tmp_name, 'rb') as downloaded:
-        data = downloaded.read()
+      f.seek(0)
+      data = f.read()
       _verify_disco103_bytes(
           data,
           f'the download from {url}',
@@ -785,3 +706,18 @@ def load_disco103(
       f'at:\n{places}\n{_how_to_fetch(url)}\nor save it as {repo_file} or '
       f'{cache_file}. Expected SHA-256: {DISCO103_SHA256}.'
   ) from failure
+
+
+def load_update_rule_params_from(source: PathLike) -> dict[str, dict[str, Any]]:
+  """The parameters named by a config's `update_rule_params`.
+
+  Args:
+    source: 'disco103' (the published rule, `load_disco103`) or the path of
+      an `.npz` file of update-rule parameters.
+
+  Returns:
+    The parameters as numpy arrays.
+  """
+  if str(source) == 'disco103':
+    return load_disco103()
+  return load_update_rule_params(source)

@@ -139,7 +139,7 @@ def test_missing_meta_params_are_named(disco_agent, disco_args, jit):
   del meta_params['lstm/linear_4']
   with pytest.raises(
       ValueError,
-      match=r"DiscoUpdateRule: 2 missing \(\['lstm/linear_4'\]\['b'\]",
+      match=r'DiscoUpdateRule: 2 missing: lstm/linear_4/b, lstm/linear_4/w',
   ):
     _learner_step(disco_agent, learner_state, meta_params, jit=jit)
 
@@ -154,16 +154,17 @@ def test_wrong_meta_param_shapes_are_named(disco_agent, disco_args):
   with pytest.raises(ValueError) as error:
     _learner_step(disco_agent, learner_state, meta_params)
   message = str(error.value)
-  assert "1 unexpected (['extra']['w'])" in message
+  assert '1 unexpected: extra/w' in message
   assert (
-      "1 wrong shape (['lstm/linear_1']['w']: expected (256, 1), got (3, 1))"
-      in message
+      '1 mismatched: lstm/linear_1/w (expected (256, 1), got (3, 1))' in message
   )
 
 
 def test_meta_params_of_another_rule(disco_agent, disco_args):
   learner_state, _ = disco_args
-  with pytest.raises(ValueError, match=r"42 missing.*; 37 more.*\['dummy'\]"):
+  with pytest.raises(
+      ValueError, match=r'42 missing: .*\(37 more\); 1 unexpected: dummy\.'
+  ):
     _learner_step(disco_agent, learner_state, {'dummy': 0.0})
 
 
@@ -230,7 +231,6 @@ def test_actor_critic_meta_params_shape():
   )
   with pytest.raises(
       ValueError,
-      match=r"ActorCritic: 1 wrong shape \(\['dummy'\]: expected \(\), got"
-      r' \(3,\)\)',
+      match=r'ActorCritic: 1 mismatched: dummy \(expected \(\), got \(3,\)\)',
   ):
     _learner_step(agent, learner_state, {'dummy': np.zeros(3)})

@@ -8,9 +8,11 @@ host devices. The 1000-iteration learning runs are marked `slow`.
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import textwrap
@@ -20,7 +22,15 @@ import numpy as np
 import pytest
 
 import disco
+from disco import acting
+from disco import checkpoint
+from disco import configs
+from disco import devices as devices_lib
 from disco import eval as eval_lib
+from disco import eval_faithful
+from disco import eval_fast
+from disco import eval_setup
+from disco import replay
 from disco.environments import registry
 from disco.value_fns import value_utils
 
@@ -31,13 +41,13 @@ _COMPILE_EVENT = '/jax/core/compile/backend_compile_duration'
 # added per iteration), three learner steps in six iterations.
 TINY = dict(
     num_steps=6,
-    batch_size=8,
+    learner_batch_size=8,
     replay_ratio=4,
     rollout_len=5,
     buffer_capacity=32,
-    dense=(16,),
-    lstm_size=8,
-    head_mlp_hiddens=(8,),
+    agent_dense=(16,),
+    agent_lstm_size=8,
+    agent_head_mlp_hiddens=(8,),
     value_fn_dense=(8,),
     steps_per_chunk=4,
 )
@@ -131,7 +141,7 @@ def _check_curve(history: eval_lib.EvalHistory, config: eval_lib.EvalConfig):
 def test_config_defaults_are_the_colab_values():
   config = eval_lib.EvalConfig()
   assert config.rule == 'disco' and config.env == 'catch'
-  assert (config.num_steps, config.batch_size, config.rollout_len) == (
+  assert (config.num_steps, config.learner_batch_size, config.rollout_len) == (
       1000,
       64,
       29,
@@ -139,7 +149,7 @@ def test_config_defaults_are_the_colab_values():
   assert (config.replay_ratio, config.num_envs) == (32, 2)
   assert (config.buffer_capacity, config.buffer_seed) == (1024, 17)
   assert config.learning_starts == 64
-  assert config.seed == 0 and config.learning_rate == 1e-2
+  assert config.seed == 0 and config.agent_learning_rate == 1e-2
   assert not config.fast
   settings = eval_lib.make_agent_settings(config)
   assert settings.learning_rate == 1e-2
@@ -163,12 +173,18 @@ def test_config_defaults_are_the_colab_values():
         (dict(env='pong'), 'Unknown environment'),
         (dict(num_steps=0), 'num_steps'),
         (dict(rollout_len=1), 'rollout_len'),
-        (dict(batch_size=16, replay_ratio=32), 'at least one environment'),
+        (
+            dict(learner_batch_size=16, replay_ratio=32),
+            'at least one environment',
+        ),
         (dict(min_buffer_size=2000), 'min_buffer_size'),
-        (dict(learning_rate=0.0), 'Learning rates'),
-        (dict(dense=()), 'dense'),
+        (dict(agent_learning_rate=0.0), 'agent_learning_rate'),
+        (dict(agent_dense=()), 'agent_dense'),
         (dict(fast=True, env='catch-cpu'), 'jittable'),
-        (dict(rule='actor_critic', weights_path='x.npz'), 'weights_path'),
+        (
+            dict(rule='actor_critic', update_rule_params='x.npz'),
+            'update_rule_params',
+        ),
         (dict(max_devices=0), 'max_devices'),
     ],
 )
@@ -178,8 +194,8 @@ def test_config_rejects_bad_settings(changes, message):
 
 
 def test_config_is_frozen_and_normalises_sizes():
-  config = eval_lib.EvalConfig(dense=[32, 32])
-  assert config.dense == (32, 32)
+  config = eval_lib.EvalConfig(agent_dense=[32, 32])
+  assert config.agent_dense == (32, 32)
   with pytest.raises(dataclasses.FrozenInstanceError):
     config.seed = 1  # pytype: disable=not-writable
 
@@ -249,6 +265,8 @@ def test_gymnax_environment_through_the_fast_path():
   assert np.all(history.avg_returns[ended] >= 1)
 
 
+# Slow (CI time): gymnax through the fast path stays in CI.
+@pytest.mark.slow
 def test_disco103_on_a_minatar_game_through_the_faithful_loop():
   # The observation (10x10x4) and action (3) sizes come from the specs.
   config = eval_lib.EvalConfig(env='gymnax:Breakout-MinAtar', **TINY)
@@ -334,6 +352,8 @@ def test_cpu_catch_runs_through_the_cpu_unroll():
   _check_curve(history, config)
 
 
+# Slow (CI time): vmapped seeds stay in CI through tests/test_cli.py.
+@pytest.mark.slow
 def test_run_eval_seeds_vmaps_the_fast_path():
   config = eval_lib.EvalConfig(
       rule='actor_critic', fast=True, **(TINY | dict(num_steps=5))
@@ -362,13 +382,13 @@ def test_fast_path_learns_catch_with_vmapped_seeds():
       rule='actor_critic',
       fast=True,
       num_steps=800,
-      batch_size=16,
+      learner_batch_size=16,
       replay_ratio=2,
       rollout_len=16,
       buffer_capacity=256,
-      dense=(64,),
-      lstm_size=32,
-      head_mlp_hiddens=(32,),
+      agent_dense=(64,),
+      agent_lstm_size=32,
+      agent_head_mlp_hiddens=(32,),
       steps_per_chunk=400,
   )
   for history in eval_lib.run_eval_seeds(config, [0, 1]):
@@ -392,8 +412,7 @@ def test_value_function_rollout_alignment():
       states={},
       logits=np.zeros((4, 1, 3), np.float32),
   )
-  # pylint: disable-next=protected-access
-  shifted = eval_lib._value_fn_rollout(rollout)
+  shifted = eval_setup.value_fn_rollout(rollout)
   values = np.zeros((4, 1, 1), np.float32)
   outs, _, _ = value_utils.get_value_outs(
       value_net_out=values,
@@ -409,6 +428,326 @@ def test_value_function_rollout_alignment():
   # advantage is 1 and the advantage of transition 0 -> 1 (undiscounted,
   # lambda 1) is 1 as well; the transition 2 -> 3 starts a new episode.
   np.testing.assert_allclose(np.asarray(outs.adv)[:, 0], [1.0, 1.0, 0.0])
+
+
+# ----------------------------------------------------------------------------
+# Checkpoints and resuming.
+
+
+def _assert_same_runs(got, want):
+  """Equal histories bit for bit (all but `elapsed`) and final params."""
+  assert len(got) == len(want)
+  for a, b in zip(got, want, strict=True):
+    assert (a.rule, a.seed) == (b.rule, b.seed)
+    a_columns, b_columns = a.columns(), b.columns()
+    assert set(a_columns) == set(b_columns)
+    for name, values in a_columns.items():
+      if name != 'elapsed':
+        np.testing.assert_array_equal(values, b_columns[name], err_msg=name)
+    jax.tree.map(np.testing.assert_array_equal, a.params, b.params)
+
+
+def _interrupt_at(iteration: int):
+  """A `progress_fn` that sends this process a SIGINT after `iteration`."""
+
+  def progress_fn(step, metrics):
+    del metrics
+    if step == iteration:
+      signal.raise_signal(signal.SIGINT)
+
+  return progress_fn
+
+
+# Slow (CI time): the fast path's exact resume after Ctrl-C stays in CI
+# through tests/test_cli.py (a `disco-eval --fast` run with two vmapped seeds,
+# stopped by Ctrl-C and resumed).
+@pytest.mark.slow
+@pytest.mark.parametrize('seeds', [(0,)])
+def test_fast_path_resumes_exactly(tmp_path, seeds):
+  # Chunks of 2: acting 1-2 and 3 (a checkpoint at 3), then learning.
+  config = eval_lib.EvalConfig(
+      rule='actor_critic',
+      fast=True,
+      checkpoint_every=3,
+      **(TINY | dict(steps_per_chunk=2)),
+  )
+  longer = config.replace(num_steps=12)
+  straight = eval_lib.run_eval_seeds(longer, seeds)
+
+  # Stopped by Ctrl-C in iteration 4: the chunk (4-5) finishes first.
+  with pytest.raises(KeyboardInterrupt):
+    eval_lib.run_eval_seeds(
+        config,
+        seeds,
+        checkpoint_dir=tmp_path,
+        progress_fn=_interrupt_at(4),
+        handle_interrupts=True,
+    )
+  assert checkpoint.list_steps(tmp_path) == [3, 5]
+  for seed in seeds:
+    assert eval_lib.seed_checkpoint_dir(tmp_path, config, seed) == tmp_path
+  # Completed to 6, then resumed to 12 in other chunks than the straight
+  # run's (checkpoints at the chunk ends after 9 and 12).
+  part = eval_lib.run_eval_seeds(
+      config, seeds, checkpoint_dir=tmp_path, resume=True
+  )
+  rows = []
+  resumed = eval_lib.run_eval_seeds(
+      longer,
+      seeds,
+      checkpoint_dir=tmp_path,
+      resume=True,
+      log_fn=lambda seed, iteration, row: rows.append((seed, iteration, row)),
+  )
+  assert checkpoint.list_steps(tmp_path) == [10, 12]
+  _assert_same_runs(resumed, straight)
+  for history, whole in zip(part, straight, strict=True):
+    np.testing.assert_array_equal(history.avg_returns, whole.avg_returns[:6])
+  # Only the new iterations are reported, for every seed.
+  assert sorted((s, i) for s, i, _ in rows) == sorted(
+      (s, i) for s in seeds for i in range(7, 13)
+  )
+  assert set(rows[0][2]) >= {
+      'env_steps',
+      'avg_return',
+      'total_return',
+      'num_episodes',
+      'elapsed',
+      'total_loss',
+  }
+  # A complete run returns at once.
+  again = eval_lib.run_eval_seeds(
+      longer, seeds, checkpoint_dir=tmp_path, resume=True
+  )
+  _assert_same_runs(again, straight)
+
+
+def test_faithful_loop_resumes_exactly(tmp_path):
+  config = eval_lib.EvalConfig(checkpoint_every=4, keep_checkpoints=1, **TINY)
+  longer = config.replace(num_steps=12)
+  straight = eval_lib.run_eval(longer)
+
+  # Ctrl-C in iteration 2: the iteration finishes, checkpoints, stops.
+  with pytest.raises(KeyboardInterrupt):
+    eval_lib.run_eval(
+        config,
+        checkpoint_dir=tmp_path,
+        progress_fn=_interrupt_at(2),
+        handle_interrupts=True,
+    )
+  assert checkpoint.list_steps(tmp_path) == [2]
+  # The replay buffer's numpy generator is part of the checkpoint.
+  ckpt = checkpoint.load(tmp_path)
+  assert 'buffer_rng_state' in ckpt.arrays
+  assert ckpt.metadata['kind'] == 'disco-eval'
+  steps = []
+  resumed = eval_lib.run_eval(
+      longer,
+      checkpoint_dir=tmp_path,
+      resume=True,
+      progress_fn=lambda step, metrics: steps.append(step),
+  )
+  assert steps == list(range(3, 13))
+  # keep_checkpoints=1: only the last.
+  assert checkpoint.list_steps(tmp_path) == [12]
+  _assert_same_runs([resumed], [straight])
+  assert resumed.elapsed[-1] >= resumed.elapsed[1]
+
+
+# Slow (CI time): one seed's exact resume stays in CI, here and in
+# tests/test_cli.py.
+@pytest.mark.slow
+def test_faithful_seeds_resume_in_their_own_directories(tmp_path):
+  config = eval_lib.EvalConfig(
+      rule='actor_critic', **(TINY | dict(num_steps=5))
+  )
+  straight = eval_lib.run_eval_seeds(config, [3, 4])
+  # Stopped during the second seed's third iteration (8 = 5 + 3).
+  with pytest.raises(KeyboardInterrupt):
+    eval_lib.run_eval_seeds(
+        config,
+        [3, 4],
+        checkpoint_dir=tmp_path,
+        progress_fn=_interrupt_at(8),
+        handle_interrupts=True,
+    )
+  first, second = (
+      eval_lib.seed_checkpoint_dir(tmp_path, config, s) for s in (3, 4)
+  )
+  assert first == tmp_path / 'seed_3'
+  assert checkpoint.list_steps(first) == [5]
+  assert checkpoint.list_steps(second) == [3]
+  logged = []
+  resumed = eval_lib.run_eval_seeds(
+      config,
+      [3, 4],
+      checkpoint_dir=tmp_path,
+      resume=True,
+      log_fn=lambda seed, iteration, row: logged.append((seed, iteration)),
+  )
+  assert logged == [(4, 4), (4, 5)]
+  _assert_same_runs(resumed, straight)
+
+
+def test_bad_resumes_are_refused(tmp_path):
+  config = eval_lib.EvalConfig(
+      rule='actor_critic', **(TINY | dict(num_steps=2))
+  )
+  eval_lib.run_eval(config, checkpoint_dir=tmp_path)
+  with pytest.raises(checkpoint.CheckpointExistsError, match='resume=True'):
+    eval_lib.run_eval(config, checkpoint_dir=tmp_path)
+  with pytest.raises(ValueError, match='needs a checkpoint_dir'):
+    eval_lib.run_eval(config, resume=True)
+  mismatch = checkpoint.CheckpointMismatchError
+  for changes, message in [
+      (dict(agent_learning_rate=0.5), 'agent_learning_rate'),
+      (dict(seed=1), 'seeds'),
+      (dict(store_behaviour_outs=True), 'store_behaviour_outs'),
+      (dict(rule='policy_gradient'), 'rule'),
+      (dict(fast=True), 'fast'),
+  ]:
+    with pytest.raises(mismatch, match=message):
+      eval_lib.run_eval(
+          config.replace(**changes), checkpoint_dir=tmp_path, resume=True
+      )
+  with pytest.raises(mismatch, match='past num_steps'):
+    eval_lib.run_eval(
+        config.replace(num_steps=1), checkpoint_dir=tmp_path, resume=True
+    )
+  # Other update-rule parameters (placeholders of the right structure).
+  params = eval_setup.default_update_rule_params(
+      config, eval_setup.build(config, None).agent.update_rule
+  )
+  other = jax.tree.map(lambda x: x + 1, params)
+  with pytest.raises(mismatch, match='update-rule parameters'):
+    eval_lib.run_eval(
+        config,
+        update_rule_params=other,
+        checkpoint_dir=tmp_path,
+        resume=True,
+    )
+  # Execution fields may change: a resume to more steps, in chunks.
+  history = eval_lib.run_eval(
+      config.replace(num_steps=3, checkpoint_every=7, keep_checkpoints=5),
+      checkpoint_dir=tmp_path,
+      resume=True,
+  )
+  assert len(history) == 3
+  # A directory without checkpoints starts afresh.
+  fresh = eval_lib.run_eval(
+      config, checkpoint_dir=tmp_path / 'new', resume=True
+  )
+  assert len(fresh) == 2
+  with pytest.raises(configs.ConfigError, match='jittable'):
+    eval_lib.run_eval(
+        config.replace(env='catch-cpu'), checkpoint_dir=tmp_path / 'cpu'
+    )
+
+
+def test_no_signal_handler_without_handle_interrupts():
+  before = signal.getsignal(signal.SIGINT)
+  during = []
+
+  def progress_fn(step, metrics):
+    del step, metrics
+    during.append(signal.getsignal(signal.SIGINT))
+
+  config = eval_lib.EvalConfig(
+      rule='actor_critic', **(TINY | dict(num_steps=2))
+  )
+  eval_lib.run_eval(config, progress_fn=progress_fn)
+  assert during == [before, before]
+  assert signal.getsignal(signal.SIGINT) is before
+  # With handle_interrupts a handler is installed only while it runs.
+  eval_lib.run_eval(config, progress_fn=progress_fn, handle_interrupts=True)
+  assert during[-1] is not before
+  assert signal.getsignal(signal.SIGINT) is before
+
+
+def _probing_learn_fn(setup):
+  """The shared learn fn, also logging its key and actor state."""
+  learn = _MAKE_LEARN_FN(setup)
+
+  def probed(rng, rollout, learner_state, actor_state, rule_params, value_st):
+    learner_state, value_st, logs = learn(
+        rng, rollout, learner_state, actor_state, rule_params, value_st
+    )
+    logs['probe/rng'] = jax.random.uniform(rng)
+    logs['probe/actor_state'] = sum(
+        (jax.numpy.sum(x) for x in jax.tree.leaves(actor_state)),
+        np.float32(0),
+    )
+    return learner_state, value_st, logs
+
+  return probed
+
+
+_MAKE_LEARN_FN = eval_setup.make_learn_fn
+
+
+def test_fast_learner_step_is_the_faithful_learn_fn(monkeypatch):
+  """Pins the fast path's learner step to the faithful loop's maths.
+
+  From the same state, the fast path's learning iteration must give the
+  learner and value states and logs that the faithful loop's learn fn gives
+  on the batch the fast path samples, with the faithful loop's key split
+  and the actor state after the iteration's rollout. Probes in the logs
+  catch a wrong key or actor state even where the rule ignores them (the
+  rules ignore the key; the MLP agent's actor state is empty, so its
+  probe bites only for recurrent agents). Bit for bit: the same
+  per-device computation on the same inputs; it fails when the fast path
+  passes the actor's key as the learner's.
+  """
+  monkeypatch.setattr(eval_setup, 'make_learn_fn', _probing_learn_fn)
+  config = eval_lib.EvalConfig(rule='policy_gradient', fast=True, **TINY)
+  setup = eval_setup.build(config, None)
+  devices, num_devices = setup.devices, setup.num_devices
+  init, chunk = eval_fast.make_fast_fns(setup)
+  pmap = functools.partial(
+      jax.pmap, axis_name=devices_lib.AXIS_NAME, devices=devices
+  )
+
+  def program(learn):
+    return pmap(functools.partial(chunk, learn=learn), in_axes=(0, 0, None))
+
+  keys = np.broadcast_to(jax.random.PRNGKey(0), (num_devices, 2))
+  state = pmap(init)(keys, np.asarray(keys) + 1)
+  rule_params, _ = devices_lib.place_like_pmap(
+      devices, replicated=setup.update_rule_params
+  )
+  state, _ = program(False)(state, rule_params, np.int32(3))
+  before = jax.device_get(state)
+  after, outputs = program(True)(state, rule_params, np.int32(1))
+
+  # The faithful loop's learn fn on the fast path's sample.
+  _, _, learner_rngs = acting.split_loop_keys(before.rng[0], num_devices)
+  sample_keys = np.stack([jax.random.split(k)[1] for k in before.sample_rng])
+  batch = pmap(
+      lambda r, k: replay.sample_from_replay(
+          r, k, config.learner_batch_size, batch_axis=1
+      )[0]
+  )(after.replay, sample_keys)
+  fns = eval_faithful.FaithfulFns.build(setup)
+  learner_state, value_state, logs = fns.learn(
+      learner_rngs,
+      batch,
+      before.learner_state,
+      after.actor_state,
+      rule_params,
+      before.value_state,
+  )
+  # Bit for bit: the same per-device computation on the same inputs.
+  jax.tree.map(
+      np.testing.assert_array_equal,
+      jax.device_get((learner_state, value_state)),
+      jax.device_get((after.learner_state, after.value_state)),
+  )
+  fast_logs = jax.device_get(outputs['logs'])
+  assert set(fast_logs) == set(logs)
+  for name, values in jax.device_get(logs).items():
+    np.testing.assert_array_equal(
+        np.mean(values, 0), fast_logs[name][0, 0], err_msg=name
+    )
 
 
 # ----------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Executes colabs/eval.ipynb for real, with a tiny configuration.
 
 A cell inserted after the one tagged `config` shrinks the run (a few
-iterations of a tiny agent that still takes learner steps with Disco103),
-in the way papermill injects parameters; everything else runs as written.
+iterations of a tiny agent that still takes learner steps with Disco103)
+and checkpoints into a fresh directory, in the way papermill injects
+parameters; everything else runs as written.
 """
 
 import pathlib
@@ -17,9 +18,11 @@ _NOTEBOOK = (
 
 _SHRINK = """
 import dataclasses
+import tempfile
+CHECKPOINT_DIR = tempfile.mkdtemp()
 config = dataclasses.replace(
-    config, num_steps=5, batch_size=8, replay_ratio=4, rollout_len=5,
-    buffer_capacity=32, dense=(16,), lstm_size=8, head_mlp_hiddens=(8,),
+    config, num_steps=5, learner_batch_size=8, replay_ratio=4, rollout_len=5,
+    buffer_capacity=32, agent_dense=(16,), agent_lstm_size=8, agent_head_mlp_hiddens=(8,),
 )
 """
 

@@ -1,4 +1,4 @@
-"""Tests for `disco.meta_train`: config, the loop, checkpoints and resume.
+"""Tests for `disco.meta_train`: config, keys, the loop, checkpoints, resume.
 
 Runs use a tiny config (small networks, 4 environments, rollouts of 4
 steps); runs with the same computation share one compiled meta-update.
@@ -6,28 +6,37 @@ steps); runs with the same computation share one compiled meta-update.
 """
 
 import dataclasses
+import functools
 import json
 import os
 import signal
+import subprocess
+import sys
+import threading
+from typing import Any
 
 import chex
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from disco import agent as agent_lib
 from disco import checkpoint
 from disco import meta_train
+from disco import meta_train_runtime
+from disco import progress
 from disco import weights
 
 _TINY = meta_train.MetaTrainConfig(
     num_steps=2,
     rollout_len=4,
-    batch_size_per_device=4,
+    envs_per_device=4,
     agent_dense=(16,),
     agent_head_mlp_hiddens=(8,),
     agent_lstm_size=8,
-    value_dense=(16,),
+    value_fn_dense=(16,),
     checkpoint_every=1,
 )
 _LOG_KEYS = {
@@ -55,13 +64,13 @@ def test_defaults_are_the_reference_notebook_s():
       config.num_agents,
       config.rollout_len,
       config.num_inner_steps,
-      config.batch_size_per_device,
+      config.envs_per_device,
       config.seed,
       config.random_init_seed,
       config.meta_learning_rate,
-      config.catch_rows,
-      config.catch_columns,
-  ) == (800, 2, 16, 2, 32, 4, 1, 5e-4, 5, 5)
+      config.env,
+      config.env_settings,
+  ) == (800, 2, 16, 2, 32, 4, 1, 5e-4, 'catch', (('columns', 5), ('rows', 5)))
   assert (config.vmap_agents, config.unroll_inner_steps, config.remat) == (
       True,
       True,
@@ -112,7 +121,7 @@ def test_defaults_are_the_reference_notebook_s():
         (dict(agent_dense=(0, 3)), 'agent_dense'),
         (dict(meta_learning_rate=0.0), 'meta_learning_rate'),
         (dict(target_kl_cost=-1.0), 'target_kl_cost'),
-        (dict(value_td_lambda=1.5), 'value_td_lambda'),
+        (dict(value_fn_td_lambda=1.5), 'value_fn_td_lambda'),
         (dict(vmap_agents='yes'), 'vmap_agents'),
         (dict(checkpoint_every=-1), 'checkpoint_every'),
     ],
@@ -135,14 +144,142 @@ def _final_arrays(path):
   return ckpt.update_rule_params, ckpt.arrays
 
 
+def _is_meta_update(fun_name: str) -> bool:
+  """Whether a compilation is of the meta-update, the run's only `pmap`.
+
+  JAX 0.10 runs `pmap` as `jit` of a `shard_map` of a function `_fun`, and
+  names the compilation after that; older versions named it after the
+  function.
+  """
+  return fun_name == 'jit(_fun)' or 'meta_update' in fun_name
+
+
+def test_a_fresh_run_compiles_the_meta_update_exactly_once(monkeypatch):
+  # A fresh trainer (no compiled meta-update from earlier tests), built for
+  # a small program and kept out of the shared cache.
+  config = _TINY.replace(
+      num_steps=3, num_inner_steps=1, rollout_len=3, envs_per_device=2
+  )
+  trainer = meta_train_runtime._MetaTrainer(config)  # pylint: disable=protected-access
+  monkeypatch.setattr(meta_train_runtime, '_trainer_for', lambda _: trainer)
+  compiles = []
+
+  def _listener(name: str, duration: float, **kwargs: Any) -> None:
+    del duration
+    if name == '/jax/core/compile/backend_compile_duration':
+      compiles.append((kwargs.get('fun_name', ''), threading.current_thread()))
+
+  after_step = []
+  jax.monitoring.register_event_duration_secs_listener(_listener)
+  try:
+    meta_train.run_meta_train(
+        config,
+        progress_fn=lambda step, logs: after_step.append(len(compiles)),
+    )
+  finally:
+    jax.monitoring.unregister_event_duration_listener(_listener)
+  # The background compilation is the only one: the first meta-step uses
+  # it (same shapes, dtypes, weak types and shardings) rather than
+  # compiling again, and so does every later step.
+  updates = [thread for name, thread in compiles if _is_meta_update(name)]
+  assert len(updates) == 1, compiles
+  assert updates[0] is not threading.main_thread()
+  # Nothing at all compiles after the first meta-step.
+  assert after_step[0] == after_step[-1], after_step
+
+
+def _key(key: jax.Array) -> tuple[int, ...]:
+  return tuple(np.asarray(key).ravel().tolist())
+
+
+def test_meta_update_key_schedule(monkeypatch):
+  """Which key each agent's acting, validation and meta-gradient get.
+
+  The reference's schedule: `act_rng, update_rng = split(rng)`; agent i
+  acts with `a_i = split(act_rng, A)[i]` (train rollout j with
+  `split(a_i, N)[j]`, step t of a rollout with `split(key, T)[t]`) and
+  reuses `a_i` itself for the validation rollout; its meta-gradient gets
+  `u_i = split(update_rng, A)[i]`. The meta-gradient itself is stubbed (it
+  records its key and returns zeros), so that nothing heavy compiles; how
+  it splits `u_i` is pinned by the meta-gradient parity goldens.
+  """
+  config = _TINY.replace(rollout_len=2, envs_per_device=2)
+  num_agents, num_steps, length = 2, config.num_inner_steps, config.rollout_len
+  assert (config.num_agents, num_steps) == (num_agents, 2)
+  agent = meta_train.MetaTrainAgent.from_config(config, axis_name=None)
+  calls = []  # (what, key), recorded from inside the compiled program.
+
+  def _spy(what: str, key: jax.Array) -> None:
+    jax.debug.callback(lambda k: calls.append((what, _key(k))), key)
+
+  unroll_actor = meta_train.MetaTrainAgent.unroll_actor
+
+  def _unroll_actor(self, state, rng, rollout_len):
+    _spy('valid' if rollout_len == 2 * length else 'train', rng)
+    return unroll_actor(self, state, rng, rollout_len)
+
+  def _calculate_meta_gradient(params, state, train_rollouts, valid, rng, **_):
+    del train_rollouts, valid
+    _spy('meta_gradient', rng)
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    train_logs = {'loss': jnp.zeros((num_steps,))}
+    return zeros, (state, train_logs, {'meta_loss': jnp.zeros(())})
+
+  actor_step = agent.agent.actor_step
+
+  def _actor_step(params, rng, timestep, actor_state):
+    _spy('actor_step', rng)
+    return actor_step(params, rng, timestep, actor_state)
+
+  monkeypatch.setattr(meta_train.MetaTrainAgent, 'unroll_actor', _unroll_actor)
+  monkeypatch.setattr(
+      meta_train, 'calculate_meta_gradient', _calculate_meta_gradient
+  )
+  monkeypatch.setattr(agent.agent, 'actor_step', _actor_step)
+
+  meta_opt = optax.adam(config.meta_learning_rate)
+  params, _ = jax.jit(agent.update_rule.init_params)(jax.random.PRNGKey(0))
+  states = jax.jit(jax.vmap(agent.init_state))(
+      jax.random.split(jax.random.PRNGKey(1), 2)
+  )
+  rng = jax.random.PRNGKey(7)
+  update = functools.partial(
+      meta_train.meta_update, agent=agent, meta_opt=meta_opt, config=config
+  )
+  jax.block_until_ready(
+      jax.jit(update)(params, meta_opt.init(params), states, rng)
+  )
+  jax.effects_barrier()
+
+  split = jax.random.split
+  act_rng, update_rng = split(rng)
+  expected = []
+  for a_i, u_i in zip(
+      split(act_rng, num_agents), split(update_rng, num_agents)
+  ):
+    for key in split(a_i, num_steps):
+      expected.append(('train', _key(key)))
+      expected += [('actor_step', _key(k)) for k in split(key, length)]
+    expected.append(('valid', _key(a_i)))  # The acting key, reused.
+    expected += [('actor_step', _key(k)) for k in split(a_i, 2 * length)]
+    expected.append(('meta_gradient', _key(u_i)))
+  assert sorted(calls) == sorted(expected)
+
+
 def test_run_meta_train_smoke(tmp_path):
   seen = []
+  handlers = []
+
+  def _progress(step, logs):
+    seen.append((step, dict(logs)))
+    handlers.append(signal.getsignal(signal.SIGINT))
+
   result = meta_train.run_meta_train(
-      _TINY,
-      progress_fn=lambda step, logs: seen.append((step, dict(logs))),
-      checkpoint_dir=tmp_path,
+      _TINY, progress_fn=_progress, checkpoint_dir=tmp_path
   )
   assert [step for step, _ in seen] == [1, 2]
+  # Without handle_interrupts the library leaves Ctrl-C alone.
+  assert handlers == [signal.default_int_handler] * 2
   assert result.num_steps == 2
   assert _LOG_KEYS <= set(result.logs)
   assert any(k.startswith('agent/') for k in result.logs)
@@ -175,32 +312,10 @@ def test_run_meta_train_smoke(tmp_path):
   chex.assert_trees_all_equal(params, result.update_rule_params)
 
 
-def test_meta_update_compiles_once():
-  compiles = []
-
-  def _listener(name, duration, **kwargs):
-    del duration, kwargs
-    if name == '/jax/core/compile/backend_compile_duration':
-      compiles.append(name)
-
-  after_step = []
-  jax.monitoring.register_event_duration_secs_listener(_listener)
-  try:
-    meta_train.run_meta_train(
-        _TINY.replace(num_steps=3),
-        progress_fn=lambda step, logs: after_step.append(len(compiles)),
-    )
-  finally:
-    jax.monitoring.unregister_event_duration_listener(_listener)
-  # Nothing compiles after the first meta-step: the state keeps its dtypes,
-  # weak types and device placement from one meta-step to the next.
-  assert after_step[0] == after_step[-1], after_step
-
-
 def test_state_keeps_its_types_and_placement():
-  trainer = meta_train._trainer_for(_TINY)  # pylint: disable=protected-access
+  trainer = meta_train_runtime._trainer_for(_TINY)  # pylint: disable=protected-access
   state = trainer.initial_state(trainer.random_params())
-  expected = trainer._abstract_inputs()  # pylint: disable=protected-access
+  expected = trainer.abstract_inputs()
   new_state, _ = trainer.step(state)
   for tree in (state, new_state):
     got = (tree.update_rule_params, tree.meta_opt_state, tree.agents_states)
@@ -247,8 +362,12 @@ def test_ctrl_c_checkpoints_then_resumes_exactly(tmp_path):
 
   with pytest.raises(KeyboardInterrupt):
     meta_train.run_meta_train(
-        config, progress_fn=_interrupt, checkpoint_dir=tmp_path / 'a'
+        config,
+        progress_fn=_interrupt,
+        checkpoint_dir=tmp_path / 'a',
+        handle_interrupts=True,
     )
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
   assert checkpoint.list_steps(tmp_path / 'a') == [1]
   resumed = meta_train.run_meta_train(
       config, checkpoint_dir=tmp_path / 'a', resume=True
@@ -290,7 +409,7 @@ def test_mismatched_or_corrupt_checkpoints_are_refused(tmp_path):
   with pytest.raises(checkpoint.CheckpointMismatchError, match='initial'):
     meta_train.run_meta_train(
         _TINY,
-        init_params=other_init,
+        update_rule_params=other_init,
         checkpoint_dir=tmp_path,
         resume=True,
     )
@@ -314,26 +433,63 @@ def test_mismatched_or_corrupt_checkpoints_are_refused(tmp_path):
   assert checkpoint.list_steps(tmp_path) == [1]
 
 
-def test_fine_tuning_disco103_and_bad_init_params():
+def test_fine_tuning_disco103_and_bad_params(tmp_path):
   disco103 = weights.load_disco103()
-  result = meta_train.run_meta_train(
-      _TINY.replace(num_steps=1), init_params=disco103
-  )
+  config = _TINY.replace(num_steps=1)
+  result = meta_train.run_meta_train(config, update_rule_params=disco103)
   deltas = jax.tree.map(
       lambda a, b: np.max(np.abs(a - b)), result.update_rule_params, disco103
   )
   # One Adam step: every parameter moves by at most the learning rate.
   assert 0 < max(jax.tree.leaves(deltas)) <= 5e-4 + 1e-6  # + float32 ulp.
+  # The same run from the config's source, and with the deprecated keyword.
+  from_config = meta_train.run_meta_train(
+      config.replace(update_rule_params='disco103')
+  )
+  chex.assert_trees_all_equal(
+      from_config.update_rule_params, result.update_rule_params
+  )
+  with pytest.warns(DeprecationWarning, match='update_rule_params'):
+    deprecated = meta_train.run_meta_train(config, init_params=disco103)
+  chex.assert_trees_all_equal(
+      deprecated.update_rule_params, result.update_rule_params
+  )
+  with pytest.raises(TypeError, match='init_params'):
+    meta_train.run_meta_train(
+        config, update_rule_params=disco103, init_params=disco103
+    )
   bad = dict(disco103)
   del bad['lstm/linear']
   with pytest.raises(weights.StructureError, match='lstm/linear'):
-    meta_train.run_meta_train(_TINY, init_params=bad)
+    meta_train.run_meta_train(_TINY, update_rule_params=bad)
+  path = weights.save_update_rule_params(bad, tmp_path / 'bad.npz')
+  with pytest.raises(weights.StructureError, match='lstm/linear'):
+    meta_train.run_meta_train(_TINY.replace(update_rule_params=str(path)))
 
 
+def test_random_sources_start_from_random_init_params():
+  config = _TINY.replace(num_steps=1)
+  default = meta_train.run_meta_train(config)
+  for run in (
+      lambda: meta_train.run_meta_train(
+          config.replace(update_rule_params='random')
+      ),
+      lambda: meta_train.run_meta_train(
+          config, update_rule_params=meta_train.random_init_params(config)
+      ),
+  ):
+    chex.assert_trees_all_equal(
+        run().update_rule_params, default.update_rule_params
+    )
+
+
+# Slow (~2.5 min on 2 cores, mostly compiling the per-agent loop's program):
+# CI stays under its 20 minutes; run with `pytest -m slow`.
+@pytest.mark.slow
 def test_vmapped_population_matches_the_loop():
   # One inner step and short rollouts keep the two programs small.
   config = _TINY.replace(
-      num_steps=1, num_inner_steps=1, rollout_len=3, batch_size_per_device=2
+      num_steps=1, num_inner_steps=1, rollout_len=3, envs_per_device=2
   )
   vmapped = meta_train.run_meta_train(config)
   loop = meta_train.run_meta_train(config.replace(vmap_agents=False))
@@ -361,17 +517,50 @@ def test_vmapped_population_matches_the_loop():
 def test_public_names():
   for name in (
       'MetaTrainConfig',
+      'EXECUTION_FIELDS',
       'MetaTrainAgent',
       'MetaTrainState',
       'MetaTrainResult',
       'calculate_meta_gradient',
       'meta_update',
       'run_meta_train',
+      'random_init_params',
+      'progress_bar',
+      'POLICY_ENTROPY_COST',
+      'PREDICTION_ENTROPY_COST',
+      'TARGET_MEAN_COST',
+      'TARGET_KL_COST',
   ):
     assert hasattr(meta_train, name), name
-  assert meta_train._PMAP_AXIS_NAME == 'i'  # pylint: disable=protected-access
+    assert name in dir(meta_train), name
+  assert meta_train.run_meta_train is meta_train_runtime.run_meta_train
   fields = {f.name for f in dataclasses.fields(meta_train.MetaTrainConfig)}
   assert {'remat', 'unroll_inner_steps', 'vmap_agents'} <= fields
+  with pytest.raises(AttributeError):
+    meta_train.no_such_name  # pylint: disable=pointless-statement
+
+
+@pytest.mark.parametrize('module', ['meta_train', 'meta_train_runtime'])
+def test_modules_import_in_either_order(module):
+  result = subprocess.run(
+      [
+          sys.executable,
+          '-c',
+          f'import disco.{module}; from disco.meta_train import run_meta_train',
+      ],
+      capture_output=True,
+      text=True,
+      check=False,
+      timeout=300,
+  )
+  assert result.returncode == 0, result.stderr
+
+
+def test_progress_bar_is_a_progress_fn():
+  with meta_train.progress_bar(3, initial=1) as bar:
+    assert isinstance(bar, progress.ProgressBar)
+    bar(2, {'meta_loss': 0.5, 'pos_reward_fraction': float('nan')})
+    assert bar.total == 3
 
 
 @pytest.mark.slow

@@ -18,12 +18,12 @@ _NOTEBOOK = (
 )
 _TINY = """
 NUM_STEPS = 2
-INIT = 'random'
+UPDATE_RULE_PARAMS = 'random'
 CHECKPOINT_DIR = 'checkpoints'
 RESUME = False
 OVERRIDES = dict(
-    rollout_len=4, batch_size_per_device=4, agent_dense=(16,),
-    agent_head_mlp_hiddens=(8,), agent_lstm_size=8, value_dense=(16,),
+    rollout_len=4, envs_per_device=4, agent_dense=(16,),
+    agent_head_mlp_hiddens=(8,), agent_lstm_size=8, value_fn_dense=(16,),
     num_inner_steps=1,
 )
 """
@@ -46,8 +46,10 @@ def test_notebook_is_thin():
       assert 'wget' not in cell.source and 'np.load' not in cell.source
   source = '\n'.join(c.source for c in notebook.cells)
   assert 'meta_train.run_meta_train(' in source
+  assert 'update_rule_params=UPDATE_RULE_PARAMS' in source
   defaults = notebook.cells[_parameters_cell(notebook)].source
-  assert 'NUM_STEPS = 800' in defaults and "INIT = 'random'" in defaults
+  assert 'NUM_STEPS = 800' in defaults
+  assert "UPDATE_RULE_PARAMS = 'random'" in defaults
 
 
 def test_notebook_runs_and_plots(tmp_path):

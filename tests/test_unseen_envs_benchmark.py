@@ -1,35 +1,22 @@
-"""Tests for `benchmarks/unseen_envs.py` (Disco103 against actor-critic).
+"""Tests of `benchmarks/unseen_envs.py` through its command line.
 
-One tiny end-to-end run (two environments, both rules, two seeds, five
-iterations, a small network) checks the files it writes; the metric helpers
-are checked on numbers worked out by hand.
+The script is run as a subprocess, as users run it; its metrics are
+`disco.metrics` (tests/test_metrics.py). The failure paths and the table
+printed from an existing `results.csv` are cheap; a tiny end-to-end run
+(two environments, both rules, two seeds, five iterations) is marked slow.
 """
 
 import csv
-import importlib.util
 import math
+import os
 import pathlib
+import subprocess
+import sys
 
-import numpy as np
 import pytest
 
-from disco import eval as eval_lib
-
-_SCRIPT = (
-    pathlib.Path(__file__).resolve().parents[1]
-    / 'benchmarks'
-    / 'unseen_envs.py'
-)
-
-
-def _load_script():
-  spec = importlib.util.spec_from_file_location('unseen_envs', _SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-unseen_envs = _load_script()
+_REPO = pathlib.Path(__file__).resolve().parents[1]
+_SCRIPT = _REPO / 'benchmarks' / 'unseen_envs.py'
 
 _ENVS = ('gymnax:Breakout-MinAtar', 'gymnax:DeepSea-bsuite')
 _RULES = ('disco', 'actor_critic')
@@ -38,57 +25,18 @@ _ROLLOUT_LEN = 5
 # Batch 4 // replay ratio 1: learning starts at the first iteration, so no
 # acting-only program is compiled (that keeps the test fast).
 _NUM_ENVS = 4
-_TINY_NETWORK = dict(
-    dense=(16,),
-    lstm_size=8,
-    head_mlp_hiddens=(8,),
-    buffer_capacity=32,
-    steps_per_chunk=4,
-)
 
 
-def _history(total_returns, num_episodes):
-  num = len(total_returns)
-  total_returns = np.asarray(total_returns, np.float64)
-  num_episodes = np.asarray(num_episodes, np.float64)
-  with np.errstate(invalid='ignore', divide='ignore'):
-    avg = total_returns / num_episodes
-  return eval_lib.EvalHistory(
-      rule='disco',
-      seed=0,
-      steps=np.arange(1, num + 1) * 10,
-      avg_returns=avg,
-      total_returns=total_returns,
-      num_episodes=num_episodes,
-      logs={},
-      elapsed=np.zeros((num,)),
+def _run(*args: str, env: dict[str, str] | None = None):
+  """Runs the script with `args`; returns the completed process."""
+  return subprocess.run(
+      [sys.executable, str(_SCRIPT), *args],
+      cwd=_REPO,
+      env=dict(os.environ, **(env or {})),
+      capture_output=True,
+      text=True,
+      check=False,
   )
-
-
-def test_final_average_return_weights_episodes_over_the_last_tenth():
-  # 20 iterations: the last 2 count. 3 episodes summing to 6, then none.
-  totals = [100.0] * 18 + [6.0, 0.0]
-  counts = [1.0] * 18 + [3.0, 0.0]
-  final, episodes = unseen_envs.final_average_return(_history(totals, counts))
-  assert final == 2.0 and episodes == 3.0
-  # 11 iterations: ceil(1.1) = 2 count; (4 + 2) / (1 + 2).
-  history = _history([50.0] * 9 + [4.0, 2.0], [1.0] * 9 + [1.0, 2.0])
-  assert unseen_envs.final_average_return(history) == (2.0, 3.0)
-
-
-def test_final_average_return_without_episodes_is_nan():
-  final, episodes = unseen_envs.final_average_return(
-      _history([1.0, 0.0], [1.0, 0.0])
-  )
-  assert math.isnan(final) and episodes == 0.0
-
-
-def test_smoothed_returns_use_trailing_episode_weighted_windows():
-  totals = np.array([2.0, 0.0, 6.0, 0.0, 0.0])
-  counts = np.array([1.0, 0.0, 2.0, 0.0, 0.0])
-  smoothed = unseen_envs.smoothed_returns(totals, counts, window=2)
-  np.testing.assert_allclose(smoothed[:4], [2.0, 2.0, 3.0, 3.0])
-  assert math.isnan(smoothed[4])
 
 
 def _read_csv(path):
@@ -96,34 +44,91 @@ def _read_csv(path):
     return list(csv.DictReader(f))
 
 
-def test_tiny_benchmark_writes_results_curves_and_plot(tmp_path, capsys):
-  out = tmp_path / 'out'
-  status = unseen_envs.main(
-      [
-          '--envs',
-          *_ENVS,
-          '--rules',
-          *_RULES,
-          '--seeds',
-          '2',
-          '--steps',
-          str(_STEPS),
-          '--batch-size',
-          '4',
-          '--replay-ratio',
-          '1',
-          '--rollout-len',
-          str(_ROLLOUT_LEN),
-          '--smoothing',
-          '2',
-          '--out',
-          str(out),
-          '--quiet',
-      ],
-      config_overrides=_TINY_NETWORK,
+def test_readme_table_without_results_is_an_error(tmp_path):
+  result = _run('--out', str(tmp_path), '--readme-table')
+  assert result.returncode == 1
+  assert 'run the benchmark first' in result.stderr
+
+
+def test_readme_table_summarises_seeds_from_results_csv(tmp_path):
+  settings = dict(
+      env='gymnax:DeepSea-bsuite',
+      env_steps=4640,
+      iterations=5,
+      run_wall_seconds=120.0,
+      batch_size=64,
+      replay_ratio=2,
   )
-  printed = capsys.readouterr().out
-  assert status == 0
+  disco = dict(settings, rule='disco', learning_rate=0.01, final_episodes=4)
+  rows = [
+      dict(disco, seed=0, final_avg_return='1.0'),
+      dict(disco, seed=1, final_avg_return='', final_episodes=0),
+      dict(disco, seed=2, final_avg_return='3.0'),
+      dict(
+          settings,
+          rule='actor_critic',
+          learning_rate=0.001,
+          seed=0,
+          final_avg_return='0.5',
+          final_episodes=2,
+      ),
+  ]
+  with (tmp_path / 'results.csv').open('w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=sorted(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  result = _run('--out', str(tmp_path), '--readme-table')
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.strip().splitlines()
+  assert lines[0].startswith('| environment | rule | learning rate |')
+  assert lines[2:4] == [
+      (
+          '| DeepSea-bsuite | disco | 0.01 | 2 ± 1.41 [1, 3] (1 seed(s) without'
+          ' episodes) | 3 | 4,640 | 2.0 min |'
+      ),
+      (
+          '| DeepSea-bsuite | actor_critic | 0.001 | 0.5 ± n/a [0.5, 0.5] | 1 |'
+          ' 4,640 | 2.0 min |'
+      ),
+  ]
+  assert lines[-1] == (
+      'Final average return: episode-weighted over the last 10% of 5'
+      ' iterations; std over seeds (ddof=1). Batch 64, replay ratio 2. Runs:'
+      ' 4.0 min wall in total.'
+  )
+
+
+def test_unknown_environment_fails_before_training(tmp_path):
+  result = _run(
+      '--envs', 'gymnax:NoSuchEnv-v0', '--out', str(tmp_path), '--quiet'
+  )
+  assert result.returncode == 1
+  assert 'NoSuchEnv' in result.stderr
+  assert not (tmp_path / 'results.csv').exists()
+
+
+def test_missing_weights_fail_before_training(tmp_path):
+  result = _run(
+      *('--rules', 'actor_critic', 'disco', '--out', str(tmp_path), '--quiet'),
+      env={'DISCO_WEIGHTS': str(tmp_path / 'missing.npz')},
+  )
+  assert result.returncode == 1
+  assert 'missing.npz' in result.stderr
+  assert not (tmp_path / 'results.csv').exists()
+
+
+@pytest.mark.slow
+def test_tiny_benchmark_writes_results_curves_and_plot(tmp_path):
+  out = tmp_path / 'out'
+  result = _run(
+      *('--envs', *_ENVS, '--rules', *_RULES, '--seeds', '2'),
+      *('--steps', str(_STEPS), '--batch-size', '4', '--replay-ratio', '1'),
+      *('--rollout-len', str(_ROLLOUT_LEN), '--smoothing', '2'),
+      *('--learning-rate', '5e-4', 'disco=3e-4'),
+      *('--out', str(out), '--quiet'),
+  )
+  assert result.returncode == 0, result.stderr
+  printed = result.stdout
 
   results = _read_csv(out / 'results.csv')
   pairs = [(r['env'], r['rule'], int(r['seed'])) for r in results]
@@ -135,10 +140,9 @@ def test_tiny_benchmark_writes_results_curves_and_plot(tmp_path, capsys):
     assert int(row['env_steps']) == _STEPS * steps_per_iteration
     assert int(row['iterations']) == _STEPS
     assert float(row['run_wall_seconds']) > 0
-    assert (
-        float(row['learning_rate'])
-        == unseen_envs.DEFAULT_LEARNING_RATES[row['rule']]
-    )
+    # A bare LR for every rule, overridden per rule.
+    expected_rate = {'disco': 3e-4, 'actor_critic': 5e-4}[row['rule']]
+    assert float(row['learning_rate']) == expected_rate
     # The final return is the last iteration's (ceil(0.5) = 1), as in the
     # curves file.
     (last,) = [
@@ -181,48 +185,9 @@ def test_tiny_benchmark_writes_results_curves_and_plot(tmp_path, capsys):
   table = [line for line in printed.splitlines() if line.startswith('| ')]
   assert len(table) == 1 + len(_ENVS) * len(_RULES)
   assert table[1].startswith('| Breakout-MinAtar | disco | ')
-  assert unseen_envs.main(['--out', str(out), '--readme-table']) == 0
-  reprinted = capsys.readouterr().out.strip()
-  assert reprinted.startswith('| environment |') and reprinted in printed
+  reprinted = _run('--out', str(out), '--readme-table')
+  assert reprinted.returncode == 0, reprinted.stderr
+  assert reprinted.stdout.strip().startswith('| environment |')
+  assert reprinted.stdout.strip() in printed
   for name in ('results.csv', 'curves.csv', 'curves.png'):
     assert f'Wrote {out / name}' in printed
-
-
-def test_readme_table_without_results_is_an_error(tmp_path, capsys):
-  status = unseen_envs.main(['--out', str(tmp_path), '--readme-table'])
-  assert status == 1
-  assert 'run the benchmark first' in capsys.readouterr().err
-
-
-def test_unknown_environment_fails_before_training(tmp_path, capsys):
-  status = unseen_envs.main(
-      ['--envs', 'gymnax:NoSuchEnv-v0', '--out', str(tmp_path), '--quiet']
-  )
-  assert status == 1
-  assert 'NoSuchEnv' in capsys.readouterr().err
-
-
-def test_missing_weights_fail_before_training(tmp_path, capsys, monkeypatch):
-  monkeypatch.setenv('DISCO_WEIGHTS', str(tmp_path / 'missing.npz'))
-  status = unseen_envs.main(
-      ['--rules', 'actor_critic', 'disco', '--out', str(tmp_path), '--quiet']
-  )
-  assert status == 1
-  assert 'missing.npz' in capsys.readouterr().err
-  assert not (tmp_path / 'results.csv').exists()
-
-
-def test_learning_rates_by_rule():
-  rules = ('disco', 'actor_critic', 'policy_gradient')
-  by_rule = unseen_envs.learning_rates_by_rule
-  assert by_rule([], rules) == {
-      'disco': 1e-2,
-      'actor_critic': 1e-3,
-      'policy_gradient': 1e-2,
-  }
-  assert by_rule([(None, 5e-4)], rules) == dict.fromkeys(rules, 5e-4)
-  assert by_rule([('disco', 3e-4), (None, 5e-4)], rules) == {
-      'disco': 3e-4,
-      'actor_critic': 5e-4,
-      'policy_gradient': 5e-4,
-  }

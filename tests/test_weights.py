@@ -408,9 +408,12 @@ def test_validate_params_names_the_first_differences():
   with pytest.raises(weights.StructureError) as e:
     weights.validate_params(weights.unflatten_params(flat), reference)
   message = str(e.value)
-  assert '1 missing key(s): lstm/linear/b' in message
-  assert '1 unexpected key(s): lstm/extra/w' in message
-  assert 'lstm/linear/w (expected (128, 256), got (128, 255))' in message
+  assert '1 missing: lstm/linear/b' in message
+  assert '1 unexpected: lstm/extra/w' in message
+  assert (
+      '1 mismatched: lstm/linear/w (expected (128, 256), got (128, 255))'
+      in message
+  )
   assert e.value.missing == ['lstm/linear/b']
   assert e.value.unexpected == ['lstm/extra/w']
   assert e.value.mismatched == [('lstm/linear/w', (128, 256), (128, 255))]
@@ -423,7 +426,7 @@ def test_validate_params_lists_only_the_first_few():
   message = str(e.value)
   assert message.startswith('My rule do not match')
   first = sorted(weights.DISCO103_SHAPES)[:5]
-  assert f'42 missing key(s): {", ".join(first)}, ... (37 more)' in message
+  assert f'42 missing: {", ".join(first)}, ... (37 more)' in message
   assert sorted(weights.DISCO103_SHAPES)[5] not in message
 
 
@@ -597,7 +600,7 @@ def test_structure_is_checked_after_the_checksum(
     weights.load_disco103(path)
   message = str(e.value)
   assert str(path) in message
-  assert 'missing key(s): lstm/linear/b' in message
+  assert '1 missing: lstm/linear/b' in message
   assert 'lstm/linear_4/w (expected (16, 1), got (17, 1))' in message
 
 

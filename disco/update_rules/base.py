@@ -12,17 +12,16 @@ from dm_env import specs as dm_env_specs
 import jax
 import jax.numpy as jnp
 
+from disco import files
 from disco import types
 from disco import utils
 
 ArraySpec = types.ArraySpec
 
-_MAX_REPORTED = 5
-
 
 def _shapes_by_path(tree: chex.ArrayTree) -> dict[str, tuple[int, ...]]:
-  leaves = jax.tree_util.tree_leaves_with_path(tree)
-  return {jax.tree_util.keystr(p): tuple(jnp.shape(x)) for p, x in leaves}
+  """Leaf shapes by '/'-joined key path, e.g. `{'lstm/linear/w': (2, 3)}`."""
+  return {k: files.shape_of(x) for k, x in files.named_leaves(tree).items()}
 
 
 def check_meta_params(rule: 'UpdateRule', meta_params: chex.ArrayTree) -> None:
@@ -31,35 +30,16 @@ def check_meta_params(rule: 'UpdateRule', meta_params: chex.ArrayTree) -> None:
   Compares keys and shapes with those of `rule.init_params`, so that e.g.
   weights of another architecture fail here, with names, rather than as a
   shape error deep inside XLA. Cheap: the expected shapes are computed once
-  per rule (abstractly) and the check runs at trace time.
+  per rule (abstractly) and the check runs at trace time. The message lists
+  differences like `disco.weights.validate_params` does (`disco.files`).
   """
-  expected = rule.meta_param_shapes()
-  got = _shapes_by_path(meta_params)
-  missing = sorted(expected.keys() - got.keys())
-  unexpected = sorted(got.keys() - expected.keys())
-  mismatched = [
-      f'{k}: expected {expected[k]}, got {got[k]}'
-      for k in sorted(expected.keys() & got.keys())
-      if expected[k] != got[k]
-  ]
-  problems = []
-  for label, items in (
-      ('missing', missing),
-      ('unexpected', unexpected),
-      ('wrong shape', mismatched),
-  ):
-    if items:
-      shown = '; '.join(items[:_MAX_REPORTED])
-      more = len(items) - _MAX_REPORTED
-      problems.append(
-          f'{len(items)} {label}'
-          f' ({shown}{f"; {more} more" if more > 0 else ""})'
-      )
-  if problems:
+  diff = files.diff_trees(
+      _shapes_by_path(meta_params), rule.meta_param_shapes()
+  )
+  if diff:
     raise ValueError(
         f'Update-rule parameters do not match {type(rule).__name__}: '
-        + ', '.join(problems)
-        + '.'
+        f'{diff.describe()}.'
     )
 
 

@@ -75,22 +75,26 @@ def _config(case: golden.Case) -> eval_lib.EvalConfig:
           ('rows', recorded['catch_rows']),
       ),
       num_steps=recorded['num_steps'],
-      batch_size=recorded['batch_size'],
+      learner_batch_size=recorded['batch_size'],
       rollout_len=recorded['rollout_len'],
       replay_ratio=recorded['replay_ratio'],
       buffer_capacity=recorded['buffer']['capacity'],
       buffer_seed=recorded['buffer']['seed'],
       min_buffer_size=recorded['buffer']['min_buffer_size'],
       seed=int(seed.group(1)),
-      learning_rate=recorded['agent_settings']['learning_rate'],
-      dense=tuple(net_args['dense']),
-      lstm_size=net_args['model_kwargs']['lstm_size'],
-      head_mlp_hiddens=tuple(net_args['model_kwargs']['head_mlp_hiddens']),
-      head_w_init_std=net_args['head_w_init_std'],
+      agent_learning_rate=recorded['agent_settings']['learning_rate'],
+      agent_dense=tuple(net_args['dense']),
+      agent_lstm_size=net_args['model_kwargs']['lstm_size'],
+      agent_head_mlp_hiddens=tuple(
+          net_args['model_kwargs']['head_mlp_hiddens']
+      ),
+      agent_head_w_init_std=net_args['head_w_init_std'],
       max_devices=recorded['devices'],
       record_rollouts=True,
   )
-  assert recorded['num_envs'] == config.batch_size // config.replay_ratio
+  assert (
+      recorded['num_envs'] == config.learner_batch_size // config.replay_ratio
+  )
   # Every other setting of the recorded agent is ours.
   assert builders.jsonable(
       eval_lib.make_agent_settings(config)

@@ -84,9 +84,11 @@ def _config(case: golden.Case) -> meta_train.MetaTrainConfig:
       num_agents=cfg['num_agents'],
       num_inner_steps=cfg['num_inner_steps'],
       rollout_len=cfg['rollout_len'],
-      batch_size_per_device=cfg['batch_size_per_device'],
-      catch_rows=cfg['catch_rows'],
-      catch_columns=cfg['catch_columns'],
+      envs_per_device=cfg['batch_size_per_device'],
+      env_settings=(
+          ('columns', cfg['catch_columns']),
+          ('rows', cfg['catch_rows']),
+      ),
       agent_dense=_tuples(net_args['dense']),
       agent_head_mlp_hiddens=_tuples(
           net_args['model_kwargs']['head_mlp_hiddens']
@@ -94,15 +96,15 @@ def _config(case: golden.Case) -> meta_train.MetaTrainConfig:
       agent_lstm_size=net_args['model_kwargs']['lstm_size'],
       agent_head_w_init_std=net_args['head_w_init_std'],
       agent_learning_rate=cfg['agent_settings']['learning_rate'],
-      value_dense=_tuples(value_fn['net_args']['dense']),
-      value_head_w_init_std=value_fn['net_args']['head_w_init_std'],
-      value_learning_rate=value_fn['learning_rate'],
-      value_max_abs_update=value_fn['max_abs_update'],
-      value_discount_factor=value_fn['discount_factor'],
-      value_td_lambda=value_fn['td_lambda'],
-      value_outer_value_cost=value_fn['outer_value_cost'],
-      value_ema_decay=value_fn['ema_decay'],
-      value_ema_eps=value_fn['ema_eps'],
+      value_fn_dense=_tuples(value_fn['net_args']['dense']),
+      value_fn_head_w_init_std=value_fn['net_args']['head_w_init_std'],
+      value_fn_learning_rate=value_fn['learning_rate'],
+      value_fn_max_abs_update=value_fn['max_abs_update'],
+      value_fn_discount_factor=value_fn['discount_factor'],
+      value_fn_td_lambda=value_fn['td_lambda'],
+      value_fn_outer_value_cost=value_fn['outer_value_cost'],
+      value_fn_ema_decay=value_fn['ema_decay'],
+      value_fn_ema_eps=value_fn['ema_eps'],
   )
   # Everything else in the case's settings must be our defaults.
   ours = config.agent_settings().to_dict()

@@ -44,12 +44,24 @@ def test_check_meta_params_lists_a_few_and_counts_the_rest():
   with pytest.raises(ValueError) as error:
     base.check_meta_params(rule, {})
   message = str(error.value)
-  # All 42 leaves are missing: the first 5 (sorted) are named.
+  # All 42 leaves are missing: the first 5 (sorted) are named, as
+  # `weights.validate_params` names them.
   assert message.startswith(
-      'Update-rule parameters do not match DiscoUpdateRule: 42 missing ('
+      'Update-rule parameters do not match DiscoUpdateRule: 42 missing: '
+      'lstm/linear/b, lstm/linear/w, '
   )
-  assert "['lstm/linear']['b']; ['lstm/linear']['w']" in message
-  assert '; 37 more)' in message
+  assert message.endswith(', ... (37 more).')
+
+
+def test_check_meta_params_names_unexpected_and_mismatched_leaves():
+  rule = actor_critic.ActorCritic()
+  params = {'dummy': np.zeros(3), 'extra': {'w': np.zeros(2)}}
+  with pytest.raises(ValueError) as error:
+    base.check_meta_params(rule, params)
+  assert str(error.value) == (
+      'Update-rule parameters do not match ActorCritic: 1 unexpected: extra/w;'
+      ' 1 mismatched: dummy (expected (), got (3,)).'
+  )
 
 
 def test_unknown_meta_network():

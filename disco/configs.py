@@ -1,0 +1,211 @@
+"""What `EvalConfig` and `MetaTrainConfig` share: one vocabulary, one codec.
+
+Both configs are frozen dataclasses whose fields use the same words for the
+same things (`env`, `env_settings`, `seed`, `num_steps`, `rollout_len`,
+`agent_*` for the agent network and its optimiser, `value_fn_*` for the
+value function, `update_rule_params` for where the rule's parameters come
+from, `checkpoint_every`, `keep_checkpoints`). `ConfigBase` gives both the
+same `replace`, `to_dict` and `from_dict` (JSON round trip, with the
+deprecated spellings of earlier releases accepted and warned about), which
+`disco.cli` builds the command lines from.
+"""
+
+from collections.abc import Mapping, Sequence
+import dataclasses
+import typing
+from typing import Any, ClassVar, Self
+import warnings
+
+from ml_collections import config_dict
+
+from disco import types
+
+# Where the update rule's parameters come from (`update_rule_params`).
+DISCO103 = 'disco103'
+RANDOM = 'random'
+
+
+class ConfigError(ValueError):
+  """A config field has an invalid value (the message names the field)."""
+
+
+def positive_ints(name: str, values: Any) -> tuple[int, ...]:
+  """`values` as a non-empty tuple of positive ints, or a `ConfigError`."""
+  try:
+    values = tuple(values)
+  except TypeError:
+    raise ConfigError(
+        f'{name} must be a sequence of positive ints, got {values!r}.'
+    ) from None
+  if not values or not all(
+      isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values
+  ):
+    raise ConfigError(
+        f'{name} must be a non-empty tuple of positive ints, got {values!r}.'
+    )
+  return values
+
+
+def sorted_settings(settings: Any) -> tuple[tuple[str, Any], ...]:
+  """Environment settings as sorted `(name, value)` pairs (hashable)."""
+  if isinstance(settings, Mapping):
+    settings = settings.items()
+  return tuple(sorted((str(k), v) for k, v in settings))
+
+
+def check(condition: bool, message: str) -> None:
+  """Raises `ConfigError(message)` unless `condition`."""
+  if not condition:
+    raise ConfigError(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigBase:
+  """`replace`, `to_dict` and `from_dict` for the run configs.
+
+  Subclasses list their deprecated field names in `RENAMED` (old -> new);
+  `from_dict` (and so `config.json` files and the command lines) accepts
+  them for one release with a `DeprecationWarning`.
+  """
+
+  RENAMED: ClassVar[Mapping[str, str]] = {}
+
+  def replace(self, **changes: Any) -> Self:
+    """A copy with some fields changed (validated again)."""
+    return dataclasses.replace(self, **changes)
+
+  def to_dict(self) -> dict[str, Any]:
+    """The fields as JSON-friendly values (tuples become lists)."""
+    return {
+        f.name: _jsonable(getattr(self, f.name))
+        for f in dataclasses.fields(self)
+    }
+
+  @classmethod
+  def field_names(cls) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+  @classmethod
+  def canonical_name(cls, name: str) -> str:
+    """`name`, or its new spelling if it is a deprecated one (warned)."""
+    if name in cls.RENAMED:
+      new = cls.RENAMED[name]
+      warnings.warn(
+          f'{cls.__name__}: {name!r} is deprecated; use {new!r}.',
+          DeprecationWarning,
+          stacklevel=3,
+      )
+      return new
+    return name
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> Self:
+    """Inverse of `to_dict`; unknown keys are a `ConfigError`."""
+    known = set(cls.field_names())
+    renamed = {}
+    for key, value in values.items():
+      key = cls.canonical_name(key)
+      if key not in known:
+        raise ConfigError(
+            f'Unknown {cls.__name__} field {key!r}; known: {sorted(known)}.'
+        )
+      renamed[key] = value
+    hints = typing.get_type_hints(cls)
+    for key, value in renamed.items():
+      if isinstance(value, list) and _is_tuple_hint(hints[key]):
+        renamed[key] = _tuplify(value)
+    return cls(**renamed)
+
+
+def _jsonable(value: Any) -> Any:
+  if isinstance(value, tuple):
+    return [_jsonable(v) for v in value]
+  return value
+
+
+def _tuplify(value: Any) -> Any:
+  if isinstance(value, list):
+    return tuple(_tuplify(v) for v in value)
+  return value
+
+
+def _is_tuple_hint(hint: Any) -> bool:
+  if typing.get_origin(hint) is tuple:
+    return True
+  return any(_is_tuple_hint(h) for h in typing.get_args(hint))
+
+
+def agent_settings(
+    base: config_dict.ConfigDict, config: Any
+) -> config_dict.ConfigDict:
+  """`base` agent settings with the config's `agent_*` MLP network and step.
+
+  Args:
+    base: e.g. `agent.get_settings_disco()`.
+    config: a config with the `agent_*` fields.
+
+  Returns:
+    The settings (a modified `base`).
+  """
+  # pylint: disable-next=g-import-not-at-top
+  from disco import agent as agent_lib
+
+  settings = agent_lib.use_mlp_network(
+      base,
+      dense=config.agent_dense,
+      lstm_size=config.agent_lstm_size,
+      head_mlp_hiddens=config.agent_head_mlp_hiddens,
+      head_w_init_std=config.agent_head_w_init_std,
+  )
+  settings.learning_rate = config.agent_learning_rate
+  return settings
+
+
+def value_fn_config(config: Any, **settings: Any) -> types.ValueFnConfig:
+  """The MLP value function of a config's `value_fn_*` fields.
+
+  Args:
+    config: a config with `value_fn_dense`, `value_fn_head_w_init_std`,
+      `value_fn_learning_rate` and `value_fn_td_lambda`.
+    **settings: the other `types.ValueFnConfig` fields (discount, update
+      clipping, ...).
+
+  Returns:
+    The value function's config.
+  """
+  return types.ValueFnConfig(
+      net='mlp',
+      net_args=dict(
+          dense=config.value_fn_dense,
+          head_w_init_std=config.value_fn_head_w_init_std,
+          action_spec=(),
+      ),
+      learning_rate=config.value_fn_learning_rate,
+      td_lambda=config.value_fn_td_lambda,
+      **settings,
+  )
+
+
+def field_doc(cls: type, name: str) -> str:
+  """The description of field `name` in `cls`'s docstring ('Attributes:')."""
+  doc = cls.__doc__ or ''
+  lines = doc.splitlines()
+  for i, line in enumerate(lines):
+    if line.strip().startswith(f'{name}:'):
+      text = [line.strip()[len(name) + 1 :].strip()]
+      indent = len(line) - len(line.lstrip())
+      for more in lines[i + 1 :]:
+        if not more.strip() or len(more) - len(more.lstrip()) <= indent:
+          break
+        text.append(more.strip())
+      return ' '.join(text)
+  return ''
+
+
+def describe_fields(cls: type) -> Sequence[tuple[str, Any, str]]:
+  """(name, default, description) of every field of a config class."""
+  defaults = cls()
+  return [
+      (f.name, getattr(defaults, f.name), field_doc(cls, f.name))
+      for f in dataclasses.fields(cls)
+  ]

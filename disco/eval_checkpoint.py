@@ -1,0 +1,213 @@
+"""Checkpoints of evaluation runs: what they record and when they fit.
+
+One run (a seed of the faithful loop, or the fast path's vmapped seeds)
+keeps its checkpoints in one directory through `disco.checkpoint` (atomic,
+verified). Their metadata names the run (config, seeds, device count and
+the SHA-256 of the update rule's parameters), so that a resume with
+anything else that changes the maths is refused with a
+`CheckpointMismatchError` naming the difference. Only the fields in
+`eval_config.EXECUTION_FIELDS` may change on resume.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+import hashlib
+import json
+import logging
+import pathlib
+from typing import Any
+
+import jax
+import numpy as np
+
+from disco import checkpoint as checkpoint_lib
+from disco import types
+from disco.eval_config import DISCO
+from disco.eval_config import EXECUTION_FIELDS
+from disco.eval_config import EvalConfig
+
+KIND = 'disco-eval'
+
+# The per-run seed is compared through `seeds`, the rule's source through
+# its parameters' digest.
+_COMPARED_ELSEWHERE = frozenset({'seed'})
+
+
+def params_digest(params: types.MetaParams) -> str:
+  """SHA-256 over the sorted key paths, shapes, dtypes and bytes of `params`."""
+  digest = hashlib.sha256()
+  for key, array in sorted(checkpoint_lib.flatten_tree(params).items()):
+    array = np.ascontiguousarray(array)
+    digest.update(f'{key}:{array.dtype}:{array.shape}'.encode())
+    digest.update(array.tobytes())
+  return digest.hexdigest()
+
+
+def json_array(value: Any) -> np.ndarray:
+  """A JSON-serialisable value as a uint8 array (kept in `state.npz`)."""
+  return np.frombuffer(json.dumps(value).encode(), np.uint8).copy()
+
+
+def from_json_array(array: np.ndarray) -> Any:
+  """Inverse of `json_array`."""
+  return json.loads(np.asarray(array, np.uint8).tobytes().decode())
+
+
+class RunCheckpoints:
+  """The checkpoints of one run, or none at all (`root` None).
+
+  Attributes:
+    root: the run's checkpoint directory, or None not to checkpoint.
+    last_saved: the step of the newest checkpoint written or resumed from.
+  """
+
+  def __init__(
+      self,
+      root: pathlib.Path | None,
+      config: EvalConfig,
+      seeds: Sequence[int],
+      update_rule_params: types.MetaParams,
+      num_devices: int,
+  ):
+    self.root = root
+    self.last_saved: int | None = None
+    self._config = config
+    self._seeds = [int(s) for s in seeds]
+    self._params = update_rule_params
+    self._digest = params_digest(update_rule_params)
+    self._num_devices = num_devices
+
+  def metadata(self) -> dict[str, Any]:
+    return dict(
+        kind=KIND,
+        config=self._config.to_dict(),
+        seeds=self._seeds,
+        update_rule_params_sha256=self._digest,
+        num_devices=self._num_devices,
+        jax_version=jax.__version__,
+    )
+
+  def check_metadata(self, meta: Mapping[str, Any], where: str) -> None:
+    """Raises `CheckpointMismatchError` unless `meta` is this run's."""
+    mismatch = checkpoint_lib.CheckpointMismatchError
+    if meta.get('kind') != KIND:
+      raise mismatch(f'{where} was not written by run_eval.')
+    try:
+      saved = EvalConfig.from_dict(meta['config'])
+    except (KeyError, TypeError, ValueError) as e:
+      raise mismatch(f'{where} has an unreadable config: {e}') from e
+    differ = [
+        f'{name} (checkpoint {getattr(saved, name)!r}, now'
+        f' {getattr(self._config, name)!r})'
+        for name in EvalConfig.field_names()
+        if name not in EXECUTION_FIELDS | _COMPARED_ELSEWHERE
+        and getattr(saved, name) != getattr(self._config, name)
+    ]
+    if meta.get('seeds') != self._seeds:
+      differ.append(
+          f'seeds (checkpoint {meta.get("seeds")}, now {self._seeds})'
+      )
+    if meta.get('num_devices') != self._num_devices:
+      differ.append(
+          f'number of devices (checkpoint {meta.get("num_devices")}, now'
+          f' {self._num_devices})'
+      )
+    if meta.get('update_rule_params_sha256') != self._digest:
+      differ.append(
+          'update-rule parameters (SHA-256 checkpoint'
+          f' {meta.get("update_rule_params_sha256")}, now {self._digest})'
+      )
+    if differ:
+      raise mismatch(
+          f'{where} belongs to another run; it differs in: '
+          + '; '.join(differ)
+          + '.'
+      )
+
+  def peek(self, resume: bool) -> int | None:
+    """Checks, before anything runs, that the run may start or resume here.
+
+    Reads only the newest checkpoint's metadata (`load` verifies the rest).
+
+    Returns:
+      The newest checkpoint's step, or None.
+
+    Raises:
+      CheckpointExistsError: checkpoints exist and `resume` is False.
+      CheckpointMismatchError: they belong to another run, or are past
+        `num_steps`.
+    """
+    if self.root is None:
+      return None
+    step = checkpoint_lib.latest_step(self.root)
+    if step is None:
+      return None
+    if not resume:
+      raise checkpoint_lib.CheckpointExistsError(
+          f'{self.root} already holds checkpoints (latest step {step}); pass'
+          ' resume=True to continue that run, or use another directory.'
+      )
+    path = checkpoint_lib.step_path(self.root, step)
+    try:
+      record = json.loads((path / checkpoint_lib.METADATA_FILENAME).read_text())
+      meta = record['metadata']
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      raise checkpoint_lib.CheckpointCorruptError(
+          f'The checkpoint at {path} has unreadable metadata: {e}'
+      ) from e
+    self.check_metadata(meta, f'The checkpoint at {path}')
+    if step > self._config.num_steps:
+      raise checkpoint_lib.CheckpointMismatchError(
+          f'The checkpoint at {path} is at iteration {step}, past num_steps='
+          f'{self._config.num_steps}; resume with num_steps >= {step}.'
+      )
+    return step
+
+  def latest(self, resume: bool) -> checkpoint_lib.Checkpoint | None:
+    """The verified newest checkpoint to resume from (None: start afresh)."""
+    if self.peek(resume) is None:
+      if resume and self.root is not None:
+        logging.info('No checkpoint under %s: starting afresh.', self.root)
+      return None
+    ckpt = checkpoint_lib.load(self.root)
+    self.check_metadata(ckpt.metadata, f'The checkpoint at {ckpt.path}')
+    self.last_saved = ckpt.step
+    return ckpt
+
+  def _storable_params(self) -> dict[str, dict[str, np.ndarray]]:
+    if self._config.rule == DISCO:
+      return jax.device_get(self._params)
+    # The baselines' placeholder, in the two-level layout weights expects.
+    return {'placeholder': checkpoint_lib.flatten_tree(self._params)}
+
+  def save(
+      self,
+      step: int,
+      arrays_fn: Callable[[], Mapping[str, np.ndarray]],
+      *,
+      due_since: int | None = None,
+  ) -> None:
+    """Checkpoints `step` unless already saved (or not checkpointing).
+
+    Args:
+      step: iterations done.
+      arrays_fn: makes the state's flat arrays (called only when saving).
+      due_since: save only if a multiple of `checkpoint_every` lies in
+        (`due_since`, `step`]; None saves unconditionally.
+    """
+    if self.root is None or self.last_saved == step:
+      return
+    every = self._config.checkpoint_every
+    if due_since is not None and (
+        not every or step // every <= due_since // every
+    ):
+      return
+    path = checkpoint_lib.save(
+        self.root,
+        step,
+        update_rule_params=self._storable_params(),
+        arrays=arrays_fn(),
+        metadata=self.metadata(),
+        keep=self._config.keep_checkpoints,
+    )
+    self.last_saved = step
+    logging.info('Wrote checkpoint %s.', path)

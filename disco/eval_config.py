@@ -1,0 +1,232 @@
+"""What an evaluation run is: `EvalConfig` and the names of the rules.
+
+`disco.eval` re-exports everything here; the loops (`disco.eval_faithful`,
+`disco.eval_fast`) and their checkpoints (`disco.eval_checkpoint`) read it.
+"""
+
+from collections.abc import Mapping
+import dataclasses
+from typing import Any, ClassVar
+
+from disco import configs
+from disco.environments import registry
+
+DISCO = 'disco'
+ACTOR_CRITIC = 'actor_critic'
+POLICY_GRADIENT = 'policy_gradient'
+RULES = (DISCO, ACTOR_CRITIC, POLICY_GRADIENT)
+
+# Fields that may change when a run resumes from a checkpoint: they decide
+# how long it runs, how often it checkpoints and how it is cut into calls,
+# never what an iteration computes or what the state holds. `max_devices`
+# is one only as long as the number of devices used stays the same (checked
+# on its own); `update_rule_params` (a source) is checked through the
+# digest of the parameters it gives.
+EXECUTION_FIELDS = frozenset({
+    'num_steps',
+    'steps_per_chunk',
+    'checkpoint_every',
+    'keep_checkpoints',
+    'max_devices',
+    'update_rule_params',
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig(configs.ConfigBase):
+  """Settings of an evaluation run; the defaults are the reference colab's.
+
+  Attributes:
+    rule: the update rule: 'disco', 'actor_critic' or 'policy_gradient'.
+    update_rule_params: where the 'disco' rule's parameters come from:
+      'disco103' (the published rule, through
+      `disco.weights.load_disco103`), or the path of an `.npz` file (e.g.
+      saved by meta-training); None means 'disco103' for the 'disco' rule.
+      Ignored when `run_eval` is given parameters.
+    env: environment name understood by
+      `disco.environments.registry.make_environment` ('catch', 'catch-cpu',
+      'gymnax:<id>').
+    env_settings: overrides of the environment's settings, e.g.
+      `{'rows': 5, 'columns': 5}` for Catch (stored as sorted pairs).
+    num_steps: loop iterations (one actor rollout and at most one learner
+      step each).
+    learner_batch_size: trajectories per learner step (per device).
+    rollout_len: timesteps per actor rollout (and per trajectory).
+    replay_ratio: `learner_batch_size // replay_ratio` environments act in
+      parallel (`num_envs`).
+    buffer_capacity: the most trajectories the replay buffer holds.
+    buffer_seed: seed of the replay buffer's sampling generator.
+    min_buffer_size: trajectories needed before learning starts; None means
+      `learner_batch_size`.
+    seed: seed of `jax.random.PRNGKey` for initialisation, acting and
+      learning (and of CPU environments' own generators).
+    agent_dense: hidden sizes of the agent network's MLP torso.
+    agent_lstm_size: hidden size of the agent's action-model LSTM.
+    agent_head_mlp_hiddens: hidden sizes of the action model's output heads.
+    agent_head_w_init_std: std of the truncated-normal init of the output
+      heads.
+    agent_learning_rate: the agent optimiser's step size.
+    value_fn_dense: hidden sizes of the value network trained alongside a
+      policy-gradient agent (which has no value head of its own).
+    value_fn_head_w_init_std: std of the init of that network's head.
+    value_fn_learning_rate: that value network's step size.
+    value_fn_td_lambda: V-trace lambda of that value network's targets.
+    max_devices: use at most this many devices (None: up to `num_envs`, as
+      the reference does).
+    store_behaviour_outs: keep every behaviour-network output in the replay
+      buffer, as the reference does, instead of the logits alone (no
+      effect on results; much more memory with Disco's 600-wide heads).
+    record_rollouts: also return every rollout's actions, rewards and
+      discounts and the sampled buffer positions (faithful loop only).
+    fast: use the fused fast path instead of the faithful loop.
+    steps_per_chunk: fast path: iterations per jitted call (one host round
+      trip each).
+    checkpoint_every: with a checkpoint directory, checkpoint every this
+      many iterations (the fast path at the first chunk end at or after
+      each multiple) and at the end; 0 = only at the end and on interrupt.
+    keep_checkpoints: how many checkpoints to keep on disk.
+  """
+
+  RENAMED: ClassVar[Mapping[str, str]] = {
+      'batch_size': 'learner_batch_size',
+      'learning_rate': 'agent_learning_rate',
+      'dense': 'agent_dense',
+      'lstm_size': 'agent_lstm_size',
+      'head_mlp_hiddens': 'agent_head_mlp_hiddens',
+      'head_w_init_std': 'agent_head_w_init_std',
+      'weights_path': 'update_rule_params',
+  }
+
+  # Update rule.
+  rule: str = DISCO
+  update_rule_params: str | None = None
+  # Environment and loop.
+  env: str = registry.CATCH
+  env_settings: tuple[tuple[str, Any], ...] = ()
+  num_steps: int = 1000
+  learner_batch_size: int = 64
+  rollout_len: int = 29
+  replay_ratio: int = 32
+  # Replay buffer.
+  buffer_capacity: int = 1024
+  buffer_seed: int = 17
+  min_buffer_size: int | None = None
+  # Randomness.
+  seed: int = 0
+  # Agent (the colab's MLP agent).
+  agent_dense: tuple[int, ...] = (512, 512)
+  agent_lstm_size: int = 128
+  agent_head_mlp_hiddens: tuple[int, ...] = (128,)
+  agent_head_w_init_std: float = 1e-2
+  agent_learning_rate: float = 1e-2
+  # Value function of the policy-gradient baseline.
+  value_fn_dense: tuple[int, ...] = (256, 256)
+  value_fn_head_w_init_std: float = 1e-2
+  value_fn_learning_rate: float = 1e-3
+  value_fn_td_lambda: float = 0.95
+  # Execution: devices, memory, fast path.
+  max_devices: int | None = None
+  store_behaviour_outs: bool = False
+  record_rollouts: bool = False
+  fast: bool = False
+  steps_per_chunk: int = 25
+  # Checkpoints.
+  checkpoint_every: int = 500
+  keep_checkpoints: int = 2
+
+  def __post_init__(self):
+    check = configs.check
+    check(
+        self.rule in RULES,
+        f'Unknown rule {self.rule!r}; choose one of {", ".join(RULES)}.',
+    )
+    check(
+        self.update_rule_params is None or self.rule == DISCO,
+        f'update_rule_params is for the disco rule; the {self.rule} rule has'
+        ' no parameters to load.',
+    )
+    check(
+        self.update_rule_params != configs.RANDOM,
+        "update_rule_params: evaluation needs a trained rule, not 'random'.",
+    )
+    check(
+        self.env in (registry.CATCH, registry.CATCH_CPU)
+        or self.env.startswith(registry.GYMNAX_PREFIX),
+        f'Unknown environment {self.env!r}; known:'
+        f' {", ".join(registry.NAMES)}.',
+    )
+    for name in (
+        'num_steps',
+        'learner_batch_size',
+        'replay_ratio',
+        'buffer_capacity',
+        'agent_lstm_size',
+        'steps_per_chunk',
+        'keep_checkpoints',
+    ):
+      check(
+          int(getattr(self, name)) >= 1,
+          f'{name} must be >= 1, got {getattr(self, name)}.',
+      )
+    for name in ('seed', 'buffer_seed', 'checkpoint_every'):
+      check(
+          int(getattr(self, name)) >= 0,
+          f'{name} must be >= 0, got {getattr(self, name)}.',
+      )
+    check(
+        self.rollout_len >= 2,
+        'rollout_len must be >= 2 (a learner needs a transition), got'
+        f' {self.rollout_len}.',
+    )
+    check(
+        self.learner_batch_size >= self.replay_ratio,
+        f'learner_batch_size ({self.learner_batch_size}) // replay_ratio'
+        f' ({self.replay_ratio}) must leave at least one environment.',
+    )
+    check(
+        self.min_buffer_size is None
+        or 1 <= self.min_buffer_size <= self.buffer_capacity,
+        'min_buffer_size must lie in [1, buffer_capacity='
+        f'{self.buffer_capacity}], got {self.min_buffer_size}.',
+    )
+    check(
+        self.num_envs <= self.buffer_capacity,
+        'One rollout has more trajectories than the buffer.',
+    )
+    check(
+        self.max_devices is None or self.max_devices >= 1,
+        f'max_devices must be >= 1, got {self.max_devices}.',
+    )
+    for name in ('agent_learning_rate', 'value_fn_learning_rate'):
+      check(
+          getattr(self, name) > 0,
+          f'{name} must be > 0, got {getattr(self, name)}.',
+      )
+    check(
+        not (self.fast and self.env == registry.CATCH_CPU),
+        'The fast path needs a jittable environment; catch-cpu steps on the'
+        ' host. Use env="catch" or fast=False.',
+    )
+    check(
+        not (self.fast and self.record_rollouts),
+        'record_rollouts is only supported by the faithful loop.',
+    )
+    object.__setattr__(
+        self, 'env_settings', configs.sorted_settings(self.env_settings)
+    )
+    for name in ('agent_dense', 'agent_head_mlp_hiddens', 'value_fn_dense'):
+      object.__setattr__(
+          self, name, configs.positive_ints(name, getattr(self, name))
+      )
+
+  @property
+  def num_envs(self) -> int:
+    """Environments acting in parallel: `learner_batch_size // replay_ratio`."""
+    return self.learner_batch_size // self.replay_ratio
+
+  @property
+  def learning_starts(self) -> int:
+    """Trajectories the buffer must hold before the first learner step."""
+    if self.min_buffer_size is None:
+      return self.learner_batch_size
+    return self.min_buffer_size

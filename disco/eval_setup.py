@@ -1,0 +1,279 @@
+"""The pieces both evaluation loops are built from.
+
+`build` makes the run's environment, agent, value function (for policy
+gradient), devices and update-rule parameters (`Setup`); `make_learn_fn` is
+the learner step both loops take (the agent's, plus the value function's),
+and `unroll_fn` the jittable actor unroll they share.
+"""
+
+from collections.abc import Callable, Mapping
+import dataclasses
+import functools
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+from ml_collections import config_dict
+
+from disco import acting
+from disco import agent as agent_lib
+from disco import configs
+from disco import devices as devices_lib
+from disco import types
+from disco import utils
+from disco import weights
+from disco.environments import base as base_env
+from disco.environments import registry
+from disco.eval_config import ACTOR_CRITIC
+from disco.eval_config import DISCO
+from disco.eval_config import POLICY_GRADIENT
+from disco.eval_config import EvalConfig
+from disco.update_rules import base as update_rules_base
+from disco.value_fns import value_fn as value_fn_lib
+
+_SETTINGS_FNS = {
+    DISCO: agent_lib.get_settings_disco,
+    ACTOR_CRITIC: agent_lib.get_settings_actor_critic,
+    POLICY_GRADIENT: agent_lib.get_settings_policy_gradient,
+}
+
+# Per device: (rng, rollout [T, B, ...], learner state, actor state,
+# update-rule params, value state) -> (learner state, value state, logs).
+LearnFn = Callable[
+    [
+        chex.PRNGKey,
+        types.ActorRollout,
+        agent_lib.LearnerState,
+        Any,
+        types.MetaParams,
+        types.ValueState | None,
+    ],
+    tuple[agent_lib.LearnerState, types.ValueState | None, dict[str, Any]],
+]
+
+
+def make_agent_settings(config: EvalConfig) -> config_dict.ConfigDict:
+  """The agent settings of `config.rule` with the config's network and step.
+
+  As in the reference colab, the rule's settings get the colab's MLP agent
+  network and learning rate, whatever the rule.
+  """
+  return configs.agent_settings(_SETTINGS_FNS[config.rule](), config)
+
+
+def make_value_function(
+    config: EvalConfig, settings: config_dict.ConfigDict
+) -> value_fn_lib.ValueFunction:
+  """The state-value function trained alongside a policy-gradient agent."""
+  value_config = configs.value_fn_config(
+      config,
+      max_abs_update=settings.max_abs_update,
+      discount_factor=settings.hyper_params.discount_factor,
+      outer_value_cost=1.0,
+  )
+  return value_fn_lib.ValueFunction(
+      value_config, axis_name=devices_lib.AXIS_NAME
+  )
+
+
+def default_update_rule_params(
+    config: EvalConfig, update_rule: update_rules_base.UpdateRule
+) -> types.MetaParams:
+  """`config.update_rule_params` for 'disco'; placeholders otherwise.
+
+  Args:
+    config: the run's settings.
+    update_rule: the agent's update rule (`Agent.update_rule`).
+
+  Returns:
+    A parameter tree of host arrays.
+  """
+  if config.rule == DISCO:
+    return weights.load_update_rule_params_from(
+        config.update_rule_params or configs.DISCO103
+    )
+  # The baselines have no meta-parameters: their rules return a placeholder.
+  params, _ = update_rule.init_params(jax.random.PRNGKey(0))
+  return jax.device_get(params)
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  """Everything a loop needs that does not change while it runs."""
+
+  config: EvalConfig
+  env: base_env.Environment
+  agent: agent_lib.Agent
+  value_fn: value_fn_lib.ValueFunction | None
+  devices: tuple[jax.Device, ...]
+  update_rule_params: types.MetaParams
+
+  @property
+  def num_devices(self) -> int:
+    return len(self.devices)
+
+  @property
+  def envs_per_device(self) -> int:
+    return self.config.num_envs // self.num_devices
+
+  @property
+  def jittable(self) -> bool:
+    return registry.is_jittable(self.env)
+
+  def for_seed(self, seed: int) -> 'Setup':
+    """This setup for a run with another seed (sharing the agent)."""
+    config = self.config.replace(seed=seed)
+    env = self.env
+    if not self.jittable:
+      # Host environments are seeded when built.
+      env = _make_env(config)
+    return dataclasses.replace(self, config=config, env=env)
+
+
+def _make_env(config: EvalConfig) -> base_env.Environment:
+  return registry.make_environment(
+      config.env,
+      batch_size=config.num_envs,
+      seed=config.seed,
+      settings=dict(config.env_settings),
+  )
+
+
+def build(
+    config: EvalConfig, update_rule_params: types.MetaParams | None
+) -> Setup:
+  """The run's pieces; `update_rule_params` None loads the default ones.
+
+  Raises:
+    ValueError: if the update-rule parameters do not fit the rule.
+  """
+  env = _make_env(config)
+  settings = make_agent_settings(config)
+  agent = agent_lib.Agent(
+      agent_settings=settings,
+      single_observation_spec=env.single_observation_spec(),
+      single_action_spec=env.single_action_spec(),
+      batch_axis_name=devices_lib.AXIS_NAME,
+  )
+  if update_rule_params is None:
+    update_rule_params = default_update_rule_params(config, agent.update_rule)
+  # Fail here, with names, rather than inside the compiler.
+  update_rules_base.check_meta_params(agent.update_rule, update_rule_params)
+  value_fn = None
+  if config.rule == POLICY_GRADIENT:
+    value_fn = make_value_function(config, settings)
+  return Setup(
+      config=config,
+      env=env,
+      agent=agent,
+      value_fn=value_fn,
+      devices=devices_lib.select_devices(config.num_envs, config.max_devices),
+      update_rule_params=update_rule_params,
+  )
+
+
+def init_value_state(
+    setup: Setup, rng: chex.PRNGKey
+) -> types.ValueState | None:
+  """The value function's initial state (None unless policy gradient)."""
+  if setup.value_fn is None:
+    return None
+  dummy_obs = utils.zeros_like_spec(
+      setup.env.single_observation_spec(), prepend_shape=(1,)
+  )
+  # A key of its own, so that the agent's random stream is the same for
+  # every rule.
+  return setup.value_fn.initial_state(jax.random.fold_in(rng, 1), dummy_obs)
+
+
+def value_fn_rollout(rollout: types.ActorRollout) -> types.ActorRollout:
+  """Re-aligns rewards and discounts for `ValueFunction`.
+
+  `ValueFunction` pairs timestep t with the reward and discount stored at t
+  (and drops the last ones), while the reward and termination of the
+  transition from t are those stored at t+1, which is what the agent's
+  update rule sees. Shifting them one step earlier makes the value targets
+  and advantages line up with the rule's transitions; the padding at the end
+  is dropped by the value function.
+  """
+
+  def _shift(x: chex.Array) -> chex.Array:
+    return jnp.concatenate([x[1:], x[-1:]], axis=0)
+
+  return rollout.replace(
+      rewards=_shift(rollout.rewards), discounts=_shift(rollout.discounts)
+  )
+
+
+def scalar_logs(logs: Mapping[str, Any]) -> dict[str, jax.Array]:
+  """Nested logs as '/'-joined names of means, without `meta_out`."""
+  leaves = jax.tree_util.tree_leaves_with_path(
+      {k: v for k, v in logs.items() if k != 'meta_out'}
+  )
+  return {
+      jax.tree_util.keystr(path, simple=True, separator='/'): jnp.mean(leaf)
+      for path, leaf in leaves
+  }
+
+
+def make_learn_fn(setup: Setup) -> LearnFn:
+  """One learner step (plus the value function's, for policy gradient).
+
+  The returned function runs per device, inside `pmap` over
+  `devices.AXIS_NAME` (see `LearnFn`); its logs are scalars.
+  """
+  agent = setup.agent
+  value_fn = setup.value_fn
+
+  def learn(
+      rng: chex.PRNGKey,
+      rollout: types.ActorRollout,
+      learner_state: agent_lib.LearnerState,
+      actor_state: Any,
+      rule_params: types.MetaParams,
+      value_state: types.ValueState | None,
+  ) -> tuple[
+      agent_lib.LearnerState, types.ValueState | None, dict[str, jax.Array]
+  ]:
+    extra_logs = {}
+    kwargs = {}
+    if value_fn is not None:
+      agent_out, _ = agent.unroll_net(
+          learner_state.params, actor_state, rollout
+      )
+      target_logits = jax.lax.stop_gradient(agent_out['logits'])
+      value_state, value_out, value_logs = value_fn.update(
+          value_state, value_fn_rollout(rollout), target_logits
+      )
+      kwargs['value_out'] = value_out
+      extra_logs = {f'value_fn/{k}': v for k, v in value_logs.items()}
+    learner_state, _, logs = agent.learner_step(
+        rng, rollout, learner_state, actor_state, rule_params, False, **kwargs
+    )
+    return learner_state, value_state, scalar_logs(logs | extra_logs)
+
+  return learn
+
+
+def behaviour_outs(
+    config: EvalConfig, rollout: types.ActorRollout
+) -> types.ActorRollout:
+  """What the replay buffer keeps of a rollout (see `store_behaviour_outs`)."""
+  if config.store_behaviour_outs:
+    return rollout
+  return acting.trim_agent_outs(rollout)
+
+
+def unroll_fn(setup: Setup) -> Callable[..., acting.UnrollOutput]:
+  """(params, actor state, timestep, env state, rng) -> a rollout and more.
+
+  The jittable actor unroll of both loops, bound to the run's environment,
+  rollout length and agent.
+  """
+  return functools.partial(
+      acting.unroll_jittable_actor,
+      env=setup.env,
+      rollout_len=setup.config.rollout_len,
+      actor_step_fn=setup.agent.actor_step,
+  )

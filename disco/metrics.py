@@ -1,0 +1,130 @@
+"""Summary statistics of learning curves.
+
+A learning curve is, per loop iteration, the summed return of the episodes
+that ended in it and their number (`EvalHistory.total_returns` and
+`.num_episodes`). Returns are averaged per episode, not per iteration:
+iterations without a finished episode add nothing to either sum, so an
+average is NaN only where no episode ended at all.
+
+Across seeds, statistics ignore the seeds whose value is NaN and say how
+many there were.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+
+# The share of the last iterations that the final average return covers.
+FINAL_FRACTION = 0.1
+
+
+def final_window(num_iterations: int, fraction: float = FINAL_FRACTION) -> int:
+  """How many of the last iterations the final average return covers (>= 1)."""
+  return max(1, math.ceil(fraction * num_iterations))
+
+
+def final_average_return(
+    total_returns: np.ndarray,
+    num_episodes: np.ndarray,
+    fraction: float = FINAL_FRACTION,
+) -> tuple[float, float]:
+  """Episode-weighted average return over the last `fraction` of a curve.
+
+  Args:
+    total_returns: [N] summed returns of the episodes ended per iteration.
+    num_episodes: [N] their number.
+    fraction: the share of the N iterations covered, rounded up.
+
+  Returns:
+    (summed returns / number of the episodes that ended in those iterations,
+    that number); the average is NaN if no episode ended there.
+  """
+  window = final_window(len(total_returns), fraction)
+  total = float(np.sum(np.asarray(total_returns, np.float64)[-window:]))
+  count = float(np.sum(np.asarray(num_episodes, np.float64)[-window:]))
+  return (total / count if count > 0 else math.nan), count
+
+
+def smoothed_returns(
+    total_returns: np.ndarray, num_episodes: np.ndarray, window: int
+) -> np.ndarray:
+  """Episode-weighted average return over trailing windows of iterations.
+
+  Args:
+    total_returns: [N] summed returns of the episodes ended per iteration.
+    num_episodes: [N] their number.
+    window: iterations per window (fewer at the start of the curve).
+
+  Returns:
+    [N] returns / episodes over iterations (i - window, i]; NaN where no
+    episode ended in the window.
+  """
+  totals = np.concatenate([[0.0], np.cumsum(total_returns, dtype=np.float64)])
+  counts = np.concatenate([[0.0], np.cumsum(num_episodes, dtype=np.float64)])
+  ends = np.arange(1, len(total_returns) + 1)
+  starts = np.maximum(ends - window, 0)
+  total = totals[ends] - totals[starts]
+  count = counts[ends] - counts[starts]
+  with np.errstate(invalid='ignore', divide='ignore'):
+    return np.where(count > 0, total / count, np.nan)
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedSummary:
+  """Mean and spread of one number over seeds, NaN seeds left out.
+
+  Attributes:
+    mean: mean over the finite values (NaN if none).
+    std: their sample standard deviation, ddof=1 (NaN if fewer than two).
+    min: the smallest finite value (NaN if none).
+    max: the largest finite value (NaN if none).
+    num_finite: how many seeds had a finite value.
+    num_seeds: how many seeds there were.
+  """
+
+  mean: float
+  std: float
+  min: float
+  max: float
+  num_finite: int
+  num_seeds: int
+
+
+def summarize_seeds(values: np.ndarray) -> SeedSummary:
+  """Mean, standard deviation, min and max of per-seed values [S]."""
+  values = np.asarray(values, np.float64).reshape(-1)
+  finite = values[np.isfinite(values)]
+  if not finite.size:
+    return SeedSummary(math.nan, math.nan, math.nan, math.nan, 0, values.size)
+  return SeedSummary(
+      mean=float(np.mean(finite)),
+      std=float(np.std(finite, ddof=1)) if finite.size > 1 else math.nan,
+      min=float(np.min(finite)),
+      max=float(np.max(finite)),
+      num_finite=int(finite.size),
+      num_seeds=int(values.size),
+  )
+
+
+def seed_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Per-iteration mean, min and max over seeds of curves [S, N].
+
+  NaN entries (e.g. windows without episodes) are left out; an iteration
+  where every seed is NaN gives NaN.
+
+  Returns:
+    ([N] mean, [N] min, [N] max).
+  """
+  curves = np.asarray(curves, np.float64)
+  finite = np.isfinite(curves)
+  any_finite = finite.any(axis=0)
+  with np.errstate(invalid='ignore', divide='ignore'):
+    mean = np.where(finite, curves, 0.0).sum(0) / finite.sum(0)
+  low = np.min(np.where(finite, curves, np.inf), axis=0)
+  high = np.max(np.where(finite, curves, -np.inf), axis=0)
+  return (
+      np.where(any_finite, mean, np.nan),
+      np.where(any_finite, low, np.nan),
+      np.where(any_finite, high, np.nan),
+  )

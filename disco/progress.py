@@ -1,0 +1,88 @@
+"""One progress bar for every loop: `tqdm.auto` as a `progress_fn`.
+
+The loops (`run_eval`, `run_meta_train`) report progress by calling
+`progress_fn(step, metrics)` after each step; `ProgressBar` is such a
+function that draws a bar (a widget in notebooks, text in terminals) and
+shows some of the metrics:
+
+    with progress.ProgressBar(config.num_steps, postfix=('avg_return',)) as bar:
+      history = eval.run_eval(config, progress_fn=bar)
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+import math
+from typing import Self
+
+# (steps done, counting from 1; that step's scalar metrics) -> None.
+ProgressFn = Callable[[int, Mapping[str, float]], None]
+
+
+class ProgressBar:
+  """A tqdm bar usable as `progress_fn`; a context manager that closes it.
+
+  Attributes:
+    total: the step the bar ends at.
+  """
+
+  def __init__(
+      self,
+      total: int,
+      description: str = '',
+      *,
+      initial: int = 0,
+      postfix: Sequence[str] = (),
+      unit: str = 'it',
+      enabled: bool = True,
+  ):
+    """Opens the bar.
+
+    Args:
+      total: the step the bar ends at.
+      description: shown before the bar.
+      initial: the step a resumed run starts from.
+      postfix: names of metrics shown after the bar (when present).
+      unit: what one step is called.
+      enabled: False makes a bar that draws nothing.
+    """
+    self.total = total
+    self._postfix = tuple(postfix)
+    self._bar = None
+    if enabled:
+      import tqdm.auto  # pylint: disable=g-import-not-at-top
+
+      self._bar = tqdm.auto.tqdm(
+          total=total, initial=initial, desc=description, unit=unit
+      )
+
+  def __call__(self, step: int, metrics: Mapping[str, float]) -> None:
+    if self._bar is None:
+      return
+    self._bar.update(step - self._bar.n)
+    shown = {
+        k: f'{metrics[k]:.3g}'
+        for k in self._postfix
+        if k in metrics and not math.isnan(metrics[k])
+    }
+    if shown:
+      self._bar.set_postfix(shown, refresh=False)
+
+  def close(self) -> None:
+    if self._bar is not None:
+      self._bar.close()
+
+  def __enter__(self) -> Self:
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self.close()
+
+
+def chain(*fns: ProgressFn | None) -> ProgressFn:
+  """One `progress_fn` that calls each of `fns` (None entries skipped)."""
+  live = [fn for fn in fns if fn is not None]
+
+  def _call(step: int, metrics: Mapping[str, float]) -> None:
+    for fn in live:
+      fn(step, metrics)
+
+  return _call

@@ -1,0 +1,70 @@
+"""Tests for `disco.metrics`, on numbers worked out by hand."""
+
+import math
+
+import numpy as np
+
+from disco import metrics
+
+
+def test_final_window_rounds_up_and_covers_at_least_one_iteration():
+  assert metrics.final_window(20) == 2
+  assert metrics.final_window(11) == 2
+  assert metrics.final_window(5) == 1
+  assert metrics.final_window(1) == 1
+  assert metrics.final_window(10, fraction=0.5) == 5
+
+
+def test_final_average_return_weights_episodes_over_the_last_tenth():
+  # 20 iterations: the last 2 count. 3 episodes summing to 6, then none.
+  totals = [100.0] * 18 + [6.0, 0.0]
+  counts = [1.0] * 18 + [3.0, 0.0]
+  assert metrics.final_average_return(totals, counts) == (2.0, 3.0)
+  # 11 iterations: ceil(1.1) = 2 count; (4 + 2) / (1 + 2).
+  totals = [50.0] * 9 + [4.0, 2.0]
+  counts = [1.0] * 9 + [1.0, 2.0]
+  assert metrics.final_average_return(totals, counts) == (2.0, 3.0)
+  # A quarter: ceil(2.75) = 3 count; (50 + 4 + 2) / (1 + 1 + 2).
+  assert metrics.final_average_return(
+      np.asarray(totals), np.asarray(counts), fraction=0.25
+  ) == (14.0, 4.0)
+
+
+def test_final_average_return_without_episodes_is_nan():
+  final, episodes = metrics.final_average_return([1.0, 0.0], [1.0, 0.0])
+  assert math.isnan(final) and episodes == 0.0
+
+
+def test_smoothed_returns_use_trailing_episode_weighted_windows():
+  totals = np.array([2.0, 0.0, 6.0, 0.0, 0.0])
+  counts = np.array([1.0, 0.0, 2.0, 0.0, 0.0])
+  smoothed = metrics.smoothed_returns(totals, counts, window=2)
+  np.testing.assert_allclose(smoothed[:4], [2.0, 2.0, 3.0, 3.0])
+  assert math.isnan(smoothed[4])
+
+
+def test_summarize_seeds_leaves_out_nan_seeds():
+  summary = metrics.summarize_seeds([1.0, math.nan, 3.0, 5.0])
+  assert summary == metrics.SeedSummary(
+      mean=3.0, std=2.0, min=1.0, max=5.0, num_finite=3, num_seeds=4
+  )
+
+
+def test_summarize_seeds_of_one_or_no_finite_value():
+  one = metrics.summarize_seeds(np.array([2.5]))
+  assert (one.mean, one.min, one.max, one.num_finite) == (2.5, 2.5, 2.5, 1)
+  assert math.isnan(one.std)
+  none = metrics.summarize_seeds([math.nan, math.nan])
+  assert none.num_finite == 0 and none.num_seeds == 2
+  assert all(math.isnan(v) for v in (none.mean, none.std, none.min, none.max))
+
+
+def test_seed_band_over_finite_seeds():
+  curves = np.array([
+      [1.0, math.nan, math.nan],
+      [3.0, 4.0, math.nan],
+  ])
+  mean, low, high = metrics.seed_band(curves)
+  np.testing.assert_array_equal(mean, [2.0, 4.0, math.nan])
+  np.testing.assert_array_equal(low, [1.0, 4.0, math.nan])
+  np.testing.assert_array_equal(high, [3.0, 4.0, math.nan])

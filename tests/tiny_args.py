@@ -1,0 +1,23 @@
+"""Command-line flags of tiny runs, shared by the command-line tests."""
+
+# disco-eval: two environments, learning from iteration 4 on.
+EVAL = (
+    '--learner-batch-size=8',
+    '--replay-ratio=4',
+    '--rollout-len=5',
+    '--buffer-capacity=32',
+    '--agent-dense=16',
+    '--agent-lstm-size=8',
+    '--agent-head-mlp-hiddens=8',
+    '--value-fn-dense=8',
+)
+
+# disco-meta-train: rollouts of 4 steps in 4 environments, a tiny agent.
+META_TRAIN = (
+    '--rollout-len=4',
+    '--envs-per-device=4',
+    '--agent-dense=16',
+    '--agent-head-mlp-hiddens=8',
+    '--agent-lstm-size=8',
+    '--value-fn-dense=16',
+)
