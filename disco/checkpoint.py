@@ -25,7 +25,6 @@ from collections.abc import Mapping
 import dataclasses
 import io
 import json
-import os
 import pathlib
 import re
 import shutil
@@ -39,7 +38,7 @@ import numpy as np
 from disco import files
 from disco import weights
 
-PathLike = str | os.PathLike[str]
+PathLike = files.PathLike
 
 FORMAT = 'disco-checkpoint'
 FORMAT_VERSION = 1
@@ -93,7 +92,7 @@ class Checkpoint:
 
   step: int
   path: pathlib.Path
-  update_rule_params: dict[str, dict[str, np.ndarray]]
+  update_rule_params: weights.HostParams
   arrays: dict[str, np.ndarray]
   metadata: dict[str, Any]
 
@@ -294,21 +293,8 @@ def _read_npz(path: pathlib.Path, directory: pathlib.Path):
     ) from e
 
 
-def load(root: PathLike, step: int | None = None) -> Checkpoint:
-  """Loads and verifies a checkpoint (by default the newest) under `root`.
-
-  Args:
-    root: the run's checkpoint directory.
-    step: which checkpoint; None for the newest.
-
-  Returns:
-    The verified `Checkpoint`.
-
-  Raises:
-    CheckpointNotFoundError: there is no (such) checkpoint under `root`.
-    CheckpointCorruptError: a file is missing, unreadable, or does not have
-      the digest recorded when it was written.
-  """
+def _locate(root: PathLike, step: int | None) -> tuple[int, pathlib.Path]:
+  """(step, directory) of a checkpoint (by default the newest) under `root`."""
   root = pathlib.Path(root).expanduser()
   if step is None:
     step = latest_step(root)
@@ -319,6 +305,11 @@ def load(root: PathLike, step: int | None = None) -> Checkpoint:
     raise CheckpointNotFoundError(
         f'No checkpoint of step {step} under {root} (have: {list_steps(root)}).'
     )
+  return step, directory
+
+
+def _read_record(directory: pathlib.Path, step: int) -> dict[str, Any]:
+  """The checked `checkpoint.json` record of the checkpoint in `directory`."""
   try:
     record = json.loads((directory / METADATA_FILENAME).read_text())
   except FileNotFoundError:
@@ -338,6 +329,45 @@ def load(root: PathLike, step: int | None = None) -> Checkpoint:
         directory,
         f'it records step {record.get("step")} but is named for step {step}',
     )
+  return record
+
+
+def read_metadata(root: PathLike, step: int | None = None) -> dict[str, Any]:
+  """A checkpoint's caller metadata, without reading or verifying its arrays.
+
+  Args:
+    root: the run's checkpoint directory.
+    step: which checkpoint; None for the newest.
+
+  Returns:
+    The metadata, as saved (`Checkpoint.metadata` once loaded).
+
+  Raises:
+    CheckpointNotFoundError: there is no (such) checkpoint under `root`.
+    CheckpointCorruptError: its `checkpoint.json` is missing or unreadable.
+    CheckpointMismatchError: it has another format version.
+  """
+  step, directory = _locate(root, step)
+  return _read_record(directory, step).get('metadata', {})
+
+
+def load(root: PathLike, step: int | None = None) -> Checkpoint:
+  """Loads and verifies a checkpoint (by default the newest) under `root`.
+
+  Args:
+    root: the run's checkpoint directory.
+    step: which checkpoint; None for the newest.
+
+  Returns:
+    The verified `Checkpoint`.
+
+  Raises:
+    CheckpointNotFoundError: there is no (such) checkpoint under `root`.
+    CheckpointCorruptError: a file is missing, unreadable, or does not have
+      the digest recorded when it was written.
+  """
+  step, directory = _locate(root, step)
+  record = _read_record(directory, step)
   digests = record.get('files')
   if not isinstance(digests, dict):
     raise _corrupt(directory, 'the file digests are missing')

@@ -20,7 +20,7 @@
 """
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 import dataclasses
 import json
 import pathlib
@@ -126,7 +126,7 @@ def _scalar(text: str) -> Any:
 
 
 def parse_settings(text: str) -> tuple[tuple[str, Any], ...]:
-  """'rows=5,columns=5' -> (('columns', 5), ('rows', 5))."""
+  """'rows=5,columns=5' -> (('rows', 5), ('columns', 5)); configs sort them."""
   pairs = []
   for part in filter(None, (p.strip() for p in text.split(','))):
     key, sep, value = part.partition('=')
@@ -135,7 +135,7 @@ def parse_settings(text: str) -> tuple[tuple[str, Any], ...]:
           f'expected name=value pairs separated by commas, got {text!r}'
       )
     pairs.append((key.strip(), _scalar(value.strip())))
-  return configs.sorted_settings(pairs)
+  return tuple(pairs)
 
 
 def _optional(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -352,12 +352,12 @@ def make_config(
     raise UsageError(f'invalid config: {e}') from None
 
 
-def check_environment(name: str, settings: Mapping[str, Any]) -> None:
+def check_environment(
+    name: str, settings: Mapping[str, Any] | Iterable[tuple[str, Any]]
+) -> None:
   """Builds the environment once, so that bad settings are usage errors."""
   try:
     registry.make_environment(name, batch_size=1, settings=dict(settings))
-  except ImportError:
-    raise
   except ValueError as e:
     raise UsageError(f'--env {name}: {e}') from None
 
@@ -446,7 +446,7 @@ def prepare_run(args: argparse.Namespace, run_dir: RunDir, config: Any) -> None:
   The environment and its settings, matplotlib (unless `--no-plot`), and
   that a new run does not overwrite another's checkpoints.
   """
-  check_environment(config.env, dict(config.env_settings))
+  check_environment(config.env, config.env_settings)
   if args.plot:
     # pylint: disable-next=g-import-not-at-top
     from disco import plotting
@@ -465,13 +465,18 @@ def prepare_run(args: argparse.Namespace, run_dir: RunDir, config: Any) -> None:
   run_dir.create()
 
 
-def run(
+def main(
     prog: str,
-    parser: argparse.ArgumentParser,
-    args: argparse.Namespace,
+    build_parser: Callable[[], argparse.ArgumentParser],
     body: Callable[[argparse.Namespace], int],
+    argv: Sequence[str] | None,
 ) -> int:
-  """Runs `body(args)` with the error policy; returns the exit status."""
+  """Parses `argv` and runs `body(args)`; returns the exit status.
+
+  Errors are handled by the policy of the module docstring.
+  """
+  parser = build_parser()
+  args = parser.parse_args(argv)
   try:
     return body(args)
   except UsageError as e:
@@ -491,17 +496,6 @@ def run(
         file=sys.stderr,
     )
     return EXIT_INTERRUPTED
-
-
-def main(
-    prog: str,
-    build_parser: Callable[[], argparse.ArgumentParser],
-    body: Callable[[argparse.Namespace], int],
-    argv: Sequence[str] | None,
-) -> int:
-  """Parses `argv` and runs `body` with the error policy (see `run`)."""
-  parser = build_parser()
-  return run(prog, parser, parser.parse_args(argv), body)
 
 
 def flags_table(parser: argparse.ArgumentParser) -> str:

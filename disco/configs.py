@@ -17,11 +17,13 @@ from typing import Any, ClassVar, Self
 import warnings
 
 from ml_collections import config_dict
+import numpy as np
 
 from disco import types
+from disco import weights
 
 # Where the update rule's parameters come from (`update_rule_params`).
-DISCO103 = 'disco103'
+DISCO103 = weights.DISCO103
 RANDOM = 'random'
 
 
@@ -57,6 +59,18 @@ def check(condition: bool, message: str) -> None:
   """Raises `ConfigError(message)` unless `condition`."""
   if not condition:
     raise ConfigError(message)
+
+
+def check_ints(config: Any, names: Sequence[str], minimum: int) -> None:
+  """Raises `ConfigError` unless each field in `names` is an int >= minimum."""
+  for name in names:
+    value = getattr(config, name)
+    check(
+        isinstance(value, (int, np.integer))
+        and not isinstance(value, bool)
+        and value >= minimum,
+        f'{name} must be an int >= {minimum}, got {value!r}.',
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,8 +218,7 @@ def field_doc(cls: type, name: str) -> str:
 
 def describe_fields(cls: type) -> Sequence[tuple[str, Any, str]]:
   """(name, default, description) of every field of a config class."""
-  defaults = cls()
   return [
-      (f.name, getattr(defaults, f.name), field_doc(cls, f.name))
+      (f.name, f.default, field_doc(cls, f.name))
       for f in dataclasses.fields(cls)
   ]

@@ -28,16 +28,16 @@ Example:
 """
 
 from collections.abc import Sequence
-import functools
-import os
 import pathlib
 import time
+from typing import Any
 
 from disco import configs
 from disco import eval_checkpoint
 from disco import eval_faithful
 from disco import eval_fast
 from disco import eval_setup
+from disco import files
 from disco import interrupts
 from disco import progress
 from disco import types
@@ -51,12 +51,12 @@ from disco.eval_config import RULES
 from disco.eval_config import EvalConfig
 from disco.eval_history import EvalHistory
 from disco.eval_history import LogFn
-from disco.eval_history import ProgressFn
 from disco.eval_history import Recorder
 from disco.eval_history import RolloutRecord
 from disco.eval_setup import default_update_rule_params
 from disco.eval_setup import make_agent_settings
 from disco.eval_setup import make_value_function
+from disco.progress import ProgressFn
 
 __all__ = [
     'ACTOR_CRITIC',
@@ -73,16 +73,44 @@ __all__ = [
     'default_update_rule_params',
     'make_agent_settings',
     'make_value_function',
+    'progress_bar',
     'run_eval',
     'run_eval_seeds',
     'seed_checkpoint_dir',
     'select_devices',
 ]
 
-PathLike = str | os.PathLike[str]
+PathLike = files.PathLike
 
-# A tqdm bar usable as `progress_fn`, showing the latest average return.
-ProgressBar = functools.partial(progress.ProgressBar, postfix=('avg_return',))
+
+def progress_bar(
+    total: int,
+    description: str = '',
+    *,
+    postfix: Sequence[str] = ('avg_return',),
+    **kwargs: Any,
+) -> progress.ProgressBar:
+  """A `progress.ProgressBar` of iterations showing the latest average return.
+
+  Use it as `run_eval`'s `progress_fn`, as a context manager:
+  `with progress_bar(config.num_steps) as bar: run_eval(config,
+  progress_fn=bar)`.
+
+  Args:
+    total: the iteration the bar ends at.
+    description: shown before the bar.
+    postfix: names of metrics shown after the bar.
+    **kwargs: the other `progress.ProgressBar` arguments (`initial`,
+      `enabled`, ...).
+
+  Returns:
+    The open bar.
+  """
+  return progress.ProgressBar(total, description, postfix=postfix, **kwargs)
+
+
+# The earlier spelling of `progress_bar`.
+ProgressBar = progress_bar
 
 
 def seed_checkpoint_dir(
@@ -240,9 +268,11 @@ def _run(
   def _checkpoints(run_setup: eval_setup.Setup, run_seeds: list[int]):
     root = None
     if checkpoint_dir is not None:
-      root = pathlib.Path(checkpoint_dir).expanduser()
-      if not (one_run or config.fast):
-        root = seed_checkpoint_dir(root, config, run_seeds[0])
+      root = (
+          pathlib.Path(checkpoint_dir).expanduser()
+          if one_run
+          else seed_checkpoint_dir(checkpoint_dir, config, run_seeds[0])
+      )
     return eval_checkpoint.RunCheckpoints(
         root,
         run_setup.config,

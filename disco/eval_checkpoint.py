@@ -1,4 +1,4 @@
-"""Checkpoints of evaluation runs: what they record and when they fit.
+"""Checkpoints of evaluation and training runs: what they hold, when they fit.
 
 One run (a seed of the faithful loop, or the fast path's vmapped seeds)
 keeps its checkpoints in one directory through `disco.checkpoint` (atomic,
@@ -9,7 +9,7 @@ anything else that changes the maths is refused with a
 `eval_config.EXECUTION_FIELDS` may change on resume.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 import hashlib
 import json
 import logging
@@ -20,10 +20,11 @@ import jax
 import numpy as np
 
 from disco import checkpoint as checkpoint_lib
+from disco import configs
 from disco import types
+from disco import weights
 from disco.eval_config import DISCO
 from disco.eval_config import EXECUTION_FIELDS
-from disco.eval_config import EvalConfig
 
 KIND = 'disco-eval'
 
@@ -63,12 +64,29 @@ class RunCheckpoints:
   def __init__(
       self,
       root: pathlib.Path | None,
-      config: EvalConfig,
+      config: configs.ConfigBase,
       seeds: Sequence[int],
       update_rule_params: types.MetaParams,
       num_devices: int,
+      *,
+      kind: str = KIND,
+      execution_fields: Set[str] = EXECUTION_FIELDS,
   ):
+    """The checkpoints of a run of `config` (an `EvalConfig` by default).
+
+    Args:
+      root: the run's checkpoint directory, or None not to checkpoint.
+      config: the run's config (any config with `rule`, `num_steps`,
+        `checkpoint_every` and `keep_checkpoints`).
+      seeds: the run's seeds.
+      update_rule_params: the rule's parameters.
+      num_devices: the devices the run uses.
+      kind: names the loop that writes them (a resume checks it).
+      execution_fields: the config fields that may change on resume.
+    """
     self.root = root
+    self._kind = kind
+    self._execution_fields = frozenset(execution_fields)
     self.last_saved: int | None = None
     self._config = config
     self._seeds = [int(s) for s in seeds]
@@ -78,7 +96,7 @@ class RunCheckpoints:
 
   def metadata(self) -> dict[str, Any]:
     return dict(
-        kind=KIND,
+        kind=self._kind,
         config=self._config.to_dict(),
         seeds=self._seeds,
         update_rule_params_sha256=self._digest,
@@ -89,17 +107,19 @@ class RunCheckpoints:
   def check_metadata(self, meta: Mapping[str, Any], where: str) -> None:
     """Raises `CheckpointMismatchError` unless `meta` is this run's."""
     mismatch = checkpoint_lib.CheckpointMismatchError
-    if meta.get('kind') != KIND:
-      raise mismatch(f'{where} was not written by run_eval.')
+    if meta.get('kind') != self._kind:
+      raise mismatch(
+          f'{where} was written by {meta.get("kind")!r}, not {self._kind!r}.'
+      )
     try:
-      saved = EvalConfig.from_dict(meta['config'])
+      saved = type(self._config).from_dict(meta['config'])
     except (KeyError, TypeError, ValueError) as e:
       raise mismatch(f'{where} has an unreadable config: {e}') from e
     differ = [
         f'{name} (checkpoint {getattr(saved, name)!r}, now'
         f' {getattr(self._config, name)!r})'
-        for name in EvalConfig.field_names()
-        if name not in EXECUTION_FIELDS | _COMPARED_ELSEWHERE
+        for name in self._config.field_names()
+        if name not in self._execution_fields | _COMPARED_ELSEWHERE
         and getattr(saved, name) != getattr(self._config, name)
     ]
     if meta.get('seeds') != self._seeds:
@@ -147,13 +167,7 @@ class RunCheckpoints:
           ' resume=True to continue that run, or use another directory.'
       )
     path = checkpoint_lib.step_path(self.root, step)
-    try:
-      record = json.loads((path / checkpoint_lib.METADATA_FILENAME).read_text())
-      meta = record['metadata']
-    except (OSError, ValueError, KeyError, TypeError) as e:
-      raise checkpoint_lib.CheckpointCorruptError(
-          f'The checkpoint at {path} has unreadable metadata: {e}'
-      ) from e
+    meta = checkpoint_lib.read_metadata(self.root, step)
     self.check_metadata(meta, f'The checkpoint at {path}')
     if step > self._config.num_steps:
       raise checkpoint_lib.CheckpointMismatchError(
@@ -164,16 +178,17 @@ class RunCheckpoints:
 
   def latest(self, resume: bool) -> checkpoint_lib.Checkpoint | None:
     """The verified newest checkpoint to resume from (None: start afresh)."""
-    if self.peek(resume) is None:
+    step = self.peek(resume)
+    if step is None:
       if resume and self.root is not None:
         logging.info('No checkpoint under %s: starting afresh.', self.root)
       return None
-    ckpt = checkpoint_lib.load(self.root)
-    self.check_metadata(ckpt.metadata, f'The checkpoint at {ckpt.path}')
+    # `peek` has checked this checkpoint's metadata; `load` verifies the rest.
+    ckpt = checkpoint_lib.load(self.root, step)
     self.last_saved = ckpt.step
     return ckpt
 
-  def _storable_params(self) -> dict[str, dict[str, np.ndarray]]:
+  def _storable_params(self) -> weights.HostParams:
     if self._config.rule == DISCO:
       return jax.device_get(self._params)
     # The baselines' placeholder, in the two-level layout weights expects.

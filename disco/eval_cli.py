@@ -21,6 +21,7 @@ import math
 import pathlib
 import sys
 import time
+import types
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,6 @@ from disco import checkpoint
 from disco import cli
 from disco import eval as eval_lib
 from disco import logs
-from disco import progress
 from disco import weights
 from disco.environments import registry
 
@@ -128,30 +128,20 @@ def _plot(
   # pylint: disable-next=g-import-not-at-top
   from disco import plotting
 
-  by_run: dict[str, dict[Any, list[Mapping[str, Any]]]] = {}
+  runs: dict[tuple[Any, Any], list[Mapping[str, Any]]] = {}
   for row in rows:
-    by_run.setdefault(row['rule'], {}).setdefault(row['seed'], []).append(row)
-  xs, series = {}, {}
-  for rule, runs in by_run.items():
-    curves = [[r['avg_return'] for r in run] for run in runs.values()]
-    label = (
-        f'{rule} (seed {next(iter(runs))})'
-        if len(runs) == 1
-        else f'{rule} (mean of {len(runs)} seeds)'
-    )
-    series[label] = plotting.mean_over_seeds(curves)
-    first = next(iter(runs.values()))
-    xs[label] = np.asarray([r['env_steps'] for r in first])[
-        : len(series[label])
-    ]
-  plotting.plot_series(
-      xs,
-      series,
-      path,
-      title=f'{env}: average return',
-      xlabel='environment steps',
-      ylabel='average return',
-  )
+    runs.setdefault((row['rule'], row['seed']), []).append(row)
+  # What `plot_curves` reads of an `EvalHistory`, from the log's rows.
+  curves = [
+      types.SimpleNamespace(
+          rule=rule,
+          seed=seed,
+          steps=[r['env_steps'] for r in run],
+          avg_returns=[r['avg_return'] for r in run],
+      )
+      for (rule, seed), run in runs.items()
+  ]
+  plotting.plot_curves(curves, path, title=f'{env}: average return')
   return path
 
 
@@ -211,11 +201,8 @@ def _body(args: argparse.Namespace) -> int:
 
       # The faithful loop runs the seeds one after the other.
       total = config.num_steps * (1 if config.fast else len(seeds))
-      with progress.ProgressBar(
-          total,
-          f'{rule} ({len(seeds)} seed(s))',
-          postfix=('avg_return',),
-          enabled=args.progress,
+      with eval_lib.progress_bar(
+          total, f'{rule} ({len(seeds)} seed(s))', enabled=args.progress
       ) as bar:
         histories += eval_lib.run_eval_seeds(
             rule_config,

@@ -172,12 +172,7 @@ def _restore_state(
   fresh = _initial_state(setup)
   arrays = ckpt.arrays
   restored = checkpoint_lib.restore_tree(
-      dict(fresh.devices, rng=fresh.rng),
-      {
-          k[len('loop/') :]: v
-          for k, v in arrays.items()
-          if k.startswith('loop/')
-      },
+      dict(fresh.devices, rng=fresh.rng), arrays, 'loop'
   )
   rng = restored.pop('rng')
   _, placed = devices_lib.place_like_pmap(setup.devices, sharded=restored)
@@ -215,7 +210,7 @@ def _iteration(
     setup: eval_setup.Setup,
     fns: FaithfulFns,
     state: _State,
-    rule_params: types.MetaParams,
+    update_rule_params: types.MetaParams,
     recorder: eval_history.Recorder,
 ) -> None:
   """One actor rollout and, once the buffer is full enough, a learner step."""
@@ -274,7 +269,7 @@ def _iteration(
         state.buffer.gather(indices),
         d['learner_state'],
         d['actor_state'],
-        rule_params,
+        update_rule_params,
         d['value_state'],
     )
     logs = {k: float(v) for k, v in devices_lib.mean_over_devices(logs).items()}
@@ -307,7 +302,7 @@ def run_faithful(
   else:
     state = _restore_state(setup, fns, ckpt)
     recorder.restore(ckpt.arrays, 'history')
-  rule_params, _ = devices_lib.place_like_pmap(
+  update_rule_params, _ = devices_lib.place_like_pmap(
       setup.devices, replicated=setup.update_rule_params
   )
 
@@ -315,7 +310,7 @@ def run_faithful(
     return _state_arrays(state) | recorder.to_arrays('history')
 
   while state.step < setup.config.num_steps:
-    _iteration(setup, fns, state, rule_params, recorder)
+    _iteration(setup, fns, state, update_rule_params, recorder)
     if interrupted():
       checkpoints.save(state.step, _arrays)
       raise KeyboardInterrupt

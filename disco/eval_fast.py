@@ -79,7 +79,7 @@ def make_learn_from_replay(setup: eval_setup.Setup) -> LearnFromReplayFn:
       value_state: types.ValueState | None,
       actor_state: hk.State,
       replay_state: replay.ReplayState,
-      rule_params: types.MetaParams,
+      update_rule_params: types.MetaParams,
       learner_rng: chex.PRNGKey,
       sample_key: chex.PRNGKey,
   ) -> tuple[Any, Any, dict[str, jax.Array]]:
@@ -87,7 +87,12 @@ def make_learn_from_replay(setup: eval_setup.Setup) -> LearnFromReplayFn:
         replay_state, sample_key, config.learner_batch_size, batch_axis=1
     )
     return learn_fn(
-        learner_rng, batch, learner_state, actor_state, rule_params, value_state
+        learner_rng,
+        batch,
+        learner_state,
+        actor_state,
+        update_rule_params,
+        value_state,
     )
 
   return learn_from_replay
@@ -125,7 +130,7 @@ def make_fast_fns(
     )
 
   def one_iteration(
-      state: LoopState, rule_params: types.MetaParams, learn: bool
+      state: LoopState, update_rule_params: types.MetaParams, learn: bool
   ) -> tuple[LoopState, dict[str, Any]]:
     index = jax.lax.axis_index(_AXIS)
     # The faithful loop's splits, each device taking its own keys.
@@ -158,7 +163,7 @@ def make_fast_fns(
           value_state,
           actor_state,
           replay_state,
-          rule_params,
+          update_rule_params,
           learner_rngs[index],
           sample_key,
       )
@@ -178,7 +183,7 @@ def make_fast_fns(
 
   def chunk(
       state: LoopState,
-      rule_params: types.MetaParams,
+      update_rule_params: types.MetaParams,
       num_iterations: chex.Array,
       *,
       learn: bool,
@@ -192,7 +197,7 @@ def make_fast_fns(
           state.value_state,
           state.actor_state,
           state.replay,
-          rule_params,
+          update_rule_params,
           state.rng,
           state.sample_rng,
       )
@@ -204,7 +209,7 @@ def make_fast_fns(
 
     def body(i: chex.Array, carry: tuple[LoopState, Any]) -> tuple[Any, Any]:
       state, buffers = carry
-      state, outputs = one_iteration(state, rule_params, learn)
+      state, outputs = one_iteration(state, update_rule_params, learn)
       buffers = jax.tree.map(
           lambda buffer, value: buffer.at[i].set(value), buffers, outputs
       )
@@ -308,7 +313,7 @@ class FastRun:
       for i, recorder in enumerate(recorders):
         recorder.restore(ckpt.arrays, f'history/{i}')
       step = ckpt.step
-    rule_params, _ = devices_lib.place_like_pmap(
+    update_rule_params, _ = devices_lib.place_like_pmap(
         self.setup.devices, replicated=self.setup.update_rule_params
     )
 
@@ -324,7 +329,9 @@ class FastRun:
       num = min(
           config.steps_per_chunk, (config.num_steps if learn else warmup) - step
       )
-      state, outputs = self._chunks[learn](state, rule_params, np.int32(num))
+      state, outputs = self._chunks[learn](
+          state, update_rule_params, np.int32(num)
+      )
       self._record(recorders, outputs, step, num, learn)
       previous, step = step, step + num
       if interrupted():

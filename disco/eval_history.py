@@ -14,9 +14,9 @@ import numpy as np
 
 from disco import acting
 from disco import eval_config
+from disco import progress
 
-# (iterations done, that iteration's scalar metrics) -> None.
-ProgressFn = Callable[[int, Mapping[str, float]], None]
+ProgressFn = progress.ProgressFn
 # (seed, iteration from 1, that iteration's row) -> None.
 LogFn = Callable[[int, int, Mapping[str, float]], None]
 

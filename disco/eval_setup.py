@@ -20,6 +20,7 @@ from disco import acting
 from disco import agent as agent_lib
 from disco import configs
 from disco import devices as devices_lib
+from disco import files
 from disco import types
 from disco import utils
 from disco import weights
@@ -208,13 +209,8 @@ def value_fn_rollout(rollout: types.ActorRollout) -> types.ActorRollout:
 
 def scalar_logs(logs: Mapping[str, Any]) -> dict[str, jax.Array]:
   """Nested logs as '/'-joined names of means, without `meta_out`."""
-  leaves = jax.tree_util.tree_leaves_with_path(
-      {k: v for k, v in logs.items() if k != 'meta_out'}
-  )
-  return {
-      jax.tree_util.keystr(path, simple=True, separator='/'): jnp.mean(leaf)
-      for path, leaf in leaves
-  }
+  named = files.named_leaves({k: v for k, v in logs.items() if k != 'meta_out'})
+  return {name: jnp.mean(leaf) for name, leaf in named.items()}
 
 
 def make_learn_fn(setup: Setup) -> LearnFn:
@@ -231,7 +227,7 @@ def make_learn_fn(setup: Setup) -> LearnFn:
       rollout: types.ActorRollout,
       learner_state: agent_lib.LearnerState,
       actor_state: Any,
-      rule_params: types.MetaParams,
+      update_rule_params: types.MetaParams,
       value_state: types.ValueState | None,
   ) -> tuple[
       agent_lib.LearnerState, types.ValueState | None, dict[str, jax.Array]
@@ -249,7 +245,13 @@ def make_learn_fn(setup: Setup) -> LearnFn:
       kwargs['value_out'] = value_out
       extra_logs = {f'value_fn/{k}': v for k, v in value_logs.items()}
     learner_state, _, logs = agent.learner_step(
-        rng, rollout, learner_state, actor_state, rule_params, False, **kwargs
+        rng,
+        rollout,
+        learner_state,
+        actor_state,
+        update_rule_params,
+        False,
+        **kwargs,
     )
     return learner_state, value_state, scalar_logs(logs | extra_logs)
 

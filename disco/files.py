@@ -40,19 +40,17 @@ _CHUNK_BYTES = 2**16
 # Durable, atomic writes.
 
 
-def fsync_file(path: PathLike) -> None:
-  """Flushes a file's contents to disk; best effort where unsupported."""
+def fsync_path(path: PathLike) -> None:
+  """Flushes a file's contents, or a directory's completed renames, to disk.
+
+  Best effort where unsupported.
+  """
   with contextlib.suppress(OSError):
     fd = os.open(path, os.O_RDONLY)
     try:
       os.fsync(fd)
     finally:
       os.close(fd)
-
-
-def fsync_directory(directory: PathLike) -> None:
-  """Makes completed renames in `directory` durable; best effort."""
-  fsync_file(directory)
 
 
 @contextlib.contextmanager
@@ -90,7 +88,7 @@ def atomic_write(path: PathLike, *, text: bool = False) -> Iterator[IO[Any]]:
     with contextlib.suppress(FileNotFoundError):
       os.unlink(tmp_name)
     raise
-  fsync_directory(directory)
+  fsync_path(directory)
 
 
 def write_bytes_atomic(path: PathLike, data: bytes) -> None:
@@ -145,7 +143,7 @@ def atomic_directory(
   staging = pathlib.Path(tempfile.mkdtemp(dir=path.parent, prefix=prefix))
   try:
     yield staging
-    fsync_directory(staging)
+    fsync_path(staging)
     try:
       # Fails, rather than replacing, if a non-empty `path` exists.
       os.rename(staging, path)
@@ -155,7 +153,7 @@ def atomic_directory(
       raise
   finally:
     shutil.rmtree(staging, ignore_errors=True)
-  fsync_directory(path.parent)
+  fsync_path(path.parent)
 
 
 def file_sha256(path: PathLike) -> str:

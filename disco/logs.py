@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Mapping
 import csv
 import io
 import math
-import os
 import pathlib
 from typing import Any
 
@@ -43,7 +42,7 @@ def _parse(text: str) -> Any:
   return text
 
 
-def read_csv(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_csv(path: files.PathLike) -> list[dict[str, Any]]:
   """The rows of a CSV file, numbers parsed (empty fields are NaN)."""
   with pathlib.Path(path).open(newline='') as f:
     return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(f)]
@@ -63,7 +62,7 @@ def columns(rows: Iterable[Row]) -> dict[str, np.ndarray]:
   return out
 
 
-def read_columns(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+def read_columns(path: files.PathLike) -> dict[str, np.ndarray]:
   """A CSV file's columns (see `columns`)."""
   return columns(read_csv(path))
 
@@ -75,9 +74,7 @@ def _names(rows: Iterable[Row]) -> list[str]:
   return names
 
 
-def write_csv(
-    rows: Iterable[Row], path: str | os.PathLike[str]
-) -> pathlib.Path:
+def write_csv(rows: Iterable[Row], path: files.PathLike) -> pathlib.Path:
   """Writes `rows` to `path` atomically; returns the path."""
   rows = list(rows)
   names = _names(rows)
@@ -92,7 +89,7 @@ def write_csv(
 class CsvLog:
   """A `log.csv` that grows by one flushed row per step."""
 
-  def __init__(self, path: str | os.PathLike[str]):
+  def __init__(self, path: files.PathLike):
     self.path = pathlib.Path(path)
     self._rows: list[dict[str, Any]] = []
     self._names: list[str] = []

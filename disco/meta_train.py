@@ -27,7 +27,8 @@ needs:
   `EXECUTION_FIELDS` and the meta-loss weights (`*_COST`);
 * `disco.meta_train_runtime`: `run_meta_train` (the loop over all devices,
   with checkpoints that resume exactly), `MetaTrainResult`,
-  `random_init_params` and `progress_bar`.
+  `random_init_params`, `progress_bar` and `checkpoint_root` (where a
+  process keeps its checkpoints).
 """
 
 import functools
@@ -60,9 +61,13 @@ TARGET_KL_COST = meta_train_config.TARGET_KL_COST
 # Names of `disco.meta_train_runtime` that this module re-exports. They are
 # looked up on first use (PEP 562): the runtime imports this module, so an
 # import at the top would be circular.
-_RUNTIME_NAMES = frozenset(
-    {'MetaTrainResult', 'progress_bar', 'random_init_params', 'run_meta_train'}
-)
+_RUNTIME_NAMES = frozenset({
+    'MetaTrainResult',
+    'checkpoint_root',
+    'progress_bar',
+    'random_init_params',
+    'run_meta_train',
+})
 
 
 def __getattr__(name: str) -> Any:

@@ -86,8 +86,11 @@ def _body(args: argparse.Namespace) -> int:
     run_dir.write_config(PROG, config)
 
   log = logs.CsvLog(run_dir.log)
-  start = checkpoint.latest_step(run_dir.checkpoints) if args.resume else None
-  start = start or 0
+  start = 0
+  if args.resume:
+    # Where `run_meta_train` writes them (a subdirectory per process).
+    root = meta_train.checkpoint_root(run_dir.checkpoints)
+    start = checkpoint.latest_step(root) or 0
   # Rows after the checkpoint are computed again.
   log.keep(lambda row: row.get('step', 0) <= start)
 
@@ -96,12 +99,8 @@ def _body(args: argparse.Namespace) -> int:
 
   written = []
   try:
-    with progress.ProgressBar(
-        config.num_steps,
-        initial=start,
-        unit='meta-step',
-        postfix=('meta_loss', 'pos_reward_fraction'),
-        enabled=args.progress,
+    with meta_train.progress_bar(
+        config.num_steps, initial=start, enabled=args.progress
     ) as bar:
       result = meta_train.run_meta_train(
           config,

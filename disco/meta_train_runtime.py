@@ -27,6 +27,7 @@ import optax
 from disco import checkpoint as checkpoint_lib
 from disco import configs
 from disco import devices
+from disco import files
 from disco import interrupts
 from disco import meta_train
 from disco import meta_train_config
@@ -35,8 +36,7 @@ from disco import types
 from disco import weights
 
 MetaTrainConfig = meta_train_config.MetaTrainConfig
-# Update-rule parameters as host arrays: {module: {'w': ..., 'b': ...}}.
-HostParams = dict[str, dict[str, np.ndarray]]
+HostParams = weights.HostParams
 
 # What the checkpoints written by `run_meta_train` hold.
 _CHECKPOINT_KIND = 'disco.meta_train'
@@ -373,14 +373,6 @@ def random_init_params(config: MetaTrainConfig) -> HostParams:
   return _trainer_for(config).random_params()
 
 
-def _params_from_config(config: MetaTrainConfig) -> weights.Params:
-  """The rule `config.update_rule_params` names."""
-  source = config.update_rule_params
-  if source in (None, configs.RANDOM):
-    return random_init_params(config)
-  return weights.load_update_rule_params_from(source)
-
-
 def _metadata(
     config: MetaTrainConfig, init_digest: str, num_local_devices: int
 ) -> dict[str, Any]:
@@ -443,27 +435,35 @@ def _check_resumable(
     )
 
 
-def progress_bar(total: int, *, initial: int = 0) -> progress.ProgressBar:
+def progress_bar(
+    total: int,
+    *,
+    initial: int = 0,
+    unit: str = 'meta-step',
+    postfix: Sequence[str] = ('meta_loss', 'pos_reward_fraction'),
+    **kwargs: Any,
+) -> progress.ProgressBar:
   """A `progress.ProgressBar` of meta-steps, for `run_meta_train`.
 
   It shows the meta-loss and the share of positive rewards; `initial` is
-  the step a resumed run starts from. Use it as a context manager:
-  `with progress_bar(config.num_steps) as bar: run_meta_train(config,
-  progress_fn=bar)`.
+  the step a resumed run starts from; `kwargs` are the other
+  `progress.ProgressBar` arguments (e.g. `enabled`). Use it as a context
+  manager: `with progress_bar(config.num_steps) as bar:
+  run_meta_train(config, progress_fn=bar)`.
   """
   return progress.ProgressBar(
-      total,
-      initial=initial,
-      unit='meta-step',
-      postfix=('meta_loss', 'pos_reward_fraction'),
+      total, initial=initial, unit=unit, postfix=postfix, **kwargs
   )
 
 
-def _checkpoint_root(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
-  """Where this process writes its checkpoints."""
+def checkpoint_root(checkpoint_dir: files.PathLike) -> pathlib.Path:
+  """Where this process writes its checkpoints under `checkpoint_dir`.
+
+  `checkpoint_dir` itself on one process; with several, each process keeps
+  the agents of its own devices in `checkpoint_dir/process_<index>`.
+  """
   root = pathlib.Path(checkpoint_dir).expanduser()
   if jax.process_count() > 1:
-    # Every process keeps the agents of its own devices.
     root = root / f'process_{jax.process_index()}'
   return root
 
@@ -473,7 +473,7 @@ def run_meta_train(
     *,
     update_rule_params: weights.Params | None = None,
     progress_fn: progress.ProgressFn | None = None,
-    checkpoint_dir: str | pathlib.Path | None = None,
+    checkpoint_dir: files.PathLike | None = None,
     resume: bool = False,
     handle_interrupts: bool = False,
     init_params: weights.Params | None = None,
@@ -497,8 +497,9 @@ def run_meta_train(
       checkpoint as it is.
     progress_fn: called as `progress_fn(step, logs)` after every meta-step,
       `step` counting from 1 and `logs` the step's scalars.
-    checkpoint_dir: if set, checkpoints are written there every
-      `config.checkpoint_every` meta-steps and at the end.
+    checkpoint_dir: if set, checkpoints are written there (in
+      `checkpoint_root(checkpoint_dir)`) every `config.checkpoint_every`
+      meta-steps and at the end.
     resume: continue from the newest checkpoint in `checkpoint_dir` (which
       must exist and match `config`) up to `config.num_steps`. Without it, a
       `checkpoint_dir` that already holds checkpoints is an error, so that
@@ -542,9 +543,9 @@ def run_meta_train(
       )
   ):
     # A file to read: its errors come before any compilation starts.
-    params = _params_from_config(config)
+    params = weights.load_update_rule_params_from(config.update_rule_params)
   trainer = _trainer_for(config)
-  root = _checkpoint_root(checkpoint_dir) if checkpoint_dir else None
+  root = checkpoint_root(checkpoint_dir) if checkpoint_dir else None
   num_local = trainer.layout.num_local
   init_digest = None
   if params is not None:
@@ -569,8 +570,7 @@ def run_meta_train(
     logging.info('Resuming meta-training from %s.', ckpt.path)
   else:
     if params is None:
-      params = _params_from_config(config)
-      trainer.check_params(params)
+      params = trainer.random_params()
       init_digest = _params_digest(params)
     state = trainer.initial_state(params)
     logs = []

@@ -7,12 +7,12 @@ the caller displays them (a notebook shows a returned figure).
 """
 
 from collections.abc import Mapping, Sequence
-import os
 import pathlib
 from typing import Any
 
 import numpy as np
 
+from disco import files
 from disco import metrics
 
 _INSTALL_PLOTTING = 'pip install -e ".[colab]"'
@@ -57,7 +57,7 @@ def smooth(values: Any, window: int | None = None) -> np.ndarray:
 def plot_series(
     x: Any,
     series: Mapping[str, Any],
-    path: str | os.PathLike[str] | None = None,
+    path: files.PathLike | None = None,
     *,
     title: str | None = None,
     xlabel: str = 'step',
@@ -112,7 +112,7 @@ def mean_over_seeds(curves: Sequence[Any]) -> np.ndarray:
 
 def plot_curves(
     histories: Sequence[Any],
-    path: str | os.PathLike[str] | None = None,
+    path: files.PathLike | None = None,
     title: str | None = None,
 ) -> Any:
   """Average return against environment steps, one curve per rule.

@@ -46,16 +46,18 @@ class ProgressBar:
     """
     self.total = total
     self._postfix = tuple(postfix)
-    self._bar = None
-    if enabled:
-      import tqdm.auto  # pylint: disable=g-import-not-at-top
+    import tqdm.auto  # pylint: disable=g-import-not-at-top
 
-      self._bar = tqdm.auto.tqdm(
-          total=total, initial=initial, desc=description, unit=unit
-      )
+    self._bar = tqdm.auto.tqdm(
+        total=total,
+        initial=initial,
+        desc=description,
+        unit=unit,
+        disable=not enabled,
+    )
 
   def __call__(self, step: int, metrics: Mapping[str, float]) -> None:
-    if self._bar is None:
+    if self._bar.disable:
       return
     self._bar.update(step - self._bar.n)
     shown = {
@@ -67,8 +69,7 @@ class ProgressBar:
       self._bar.set_postfix(shown, refresh=False)
 
   def close(self) -> None:
-    if self._bar is not None:
-      self._bar.close()
+    self._bar.close()
 
   def __enter__(self) -> Self:
     return self

@@ -48,9 +48,15 @@ import numpy as np
 from disco import files
 
 # A path as accepted by the functions of this module.
-PathLike = str | os.PathLike[str]
+PathLike = files.PathLike
 # A Haiku parameter tree: `{module_path: {param_name: array}}`.
 Params = Mapping[str, Mapping[str, Any]]
+# Such a tree of numpy arrays, as the loaders return it.
+HostParams = dict[str, dict[str, np.ndarray]]
+
+# The source (`load_update_rule_params_from`, the configs'
+# `update_rule_params`) that stands for the published rule.
+DISCO103 = 'disco103'
 
 # --- Facts about the published Disco103 file. ---
 DISCO103_FILENAME = 'disco_103.npz'
@@ -293,7 +299,8 @@ def validate_params(
   diff = files.diff_trees(got, want)
   if diff:
     raise StructureError(
-        f'{what} do not match the expected structure ({len(want)} tensors): '
+        f'{what} do not match the expected structure'
+        f' ({diff.num_expected} tensors): '
         f'{diff.describe()}.',
         missing=diff.missing,
         unexpected=diff.unexpected,
@@ -353,7 +360,7 @@ def _params_from_npz_bytes(
   }
 
 
-def load_update_rule_params(path: PathLike) -> dict[str, dict[str, np.ndarray]]:
+def load_update_rule_params(path: PathLike) -> HostParams:
   """Loads any update-rule parameters saved in the flat `.npz` layout.
 
   No checksum is involved, so this serves meta-trained rules as well as
@@ -414,10 +421,6 @@ def save_update_rule_params(params: Params, path: PathLike) -> pathlib.Path:
   return path
 
 
-# Hex SHA-256 of a file, as printed by `sha256sum` (kept under this name).
-file_sha256 = files.file_sha256
-
-
 # ----------------------------------------------------------------------------
 # Disco103: locations, verification, download.
 
@@ -461,9 +464,7 @@ def _how_to_fetch(url: str) -> str:
   )
 
 
-def _verify_disco103_bytes(
-    data: bytes, where: str, hint: str
-) -> dict[str, dict[str, np.ndarray]]:
+def _verify_disco103_bytes(data: bytes, where: str, hint: str) -> HostParams:
   """Checks bytes against the published digest and shapes, then decodes."""
   actual = hashlib.sha256(data).hexdigest()
   if actual != DISCO103_SHA256:
@@ -487,7 +488,7 @@ def _verify_disco103_bytes(
 
 def _load_disco103_file(
     path: pathlib.Path, source: str, hint: str
-) -> dict[str, dict[str, np.ndarray]]:
+) -> HostParams:
   """Reads and verifies the Disco103 file at `path` (found via `source`)."""
   where = f'{path} (from {source})'
   try:
@@ -609,7 +610,7 @@ def load_disco103(
     url: str | None = None,
     cache_dir: PathLike | None = None,
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
-) -> dict[str, dict[str, np.ndarray]]:
+) -> HostParams:
   """Finds, verifies and loads the published Disco103 update-rule parameters.
 
   Looks, in order, at `path`, `$DISCO_WEIGHTS`, `repo_weights_path()`, the
@@ -718,6 +719,6 @@ def load_update_rule_params_from(source: PathLike) -> dict[str, dict[str, Any]]:
   Returns:
     The parameters as numpy arrays.
   """
-  if str(source) == 'disco103':
+  if str(source) == DISCO103:
     return load_disco103()
   return load_update_rule_params(source)

@@ -10,6 +10,7 @@ import json
 import pathlib
 
 import chex
+import jax
 import numpy as np
 
 from disco import checkpoint
@@ -142,3 +143,40 @@ def test_init_from_a_file_and_bad_inputs(tmp_path, capsys):
   ])
   assert status == 1
   assert 'nope.npz' in capsys.readouterr().err
+
+
+def test_resume_trims_the_log_at_this_process_checkpoint(
+    tmp_path, capsys, monkeypatch
+):
+  # Process 1 of 2 keeps its checkpoints in checkpoints/process_1. The loop
+  # is a stand-in: the command's bookkeeping is what is tested.
+  monkeypatch.setattr(jax, 'process_count', lambda: 2)
+  monkeypatch.setattr(jax, 'process_index', lambda: 1)
+  params = {'module': {'w': np.zeros((2,), np.float32)}}
+
+  def _run(config, *, progress_fn, checkpoint_dir, resume, handle_interrupts):
+    del handle_interrupts
+    if not resume:
+      for step in (1, 2, 3):
+        progress_fn(step, {'meta_loss': float(step)})
+      checkpoint.save(
+          checkpoint_dir / 'process_1',
+          2,
+          update_rule_params=params,
+          arrays={},
+          metadata={},
+      )
+    return meta_train.MetaTrainResult(
+        update_rule_params=params,
+        logs={},
+        num_steps=config.num_steps,
+        checkpoint_path=None,
+    )
+
+  monkeypatch.setattr(meta_train, 'run_meta_train', _run)
+  out = tmp_path / 'run'
+  argv = [f'--out-dir={out}', '--no-progress', '--no-plot']
+  assert meta_train_cli.main(_TINY_ARGS + argv) == 0, capsys.readouterr().err
+  assert [r['step'] for r in _rows(out / 'log.csv')] == ['1', '2', '3']
+  assert meta_train_cli.main(argv + ['--resume']) == 0, capsys.readouterr().err
+  assert [r['step'] for r in _rows(out / 'log.csv')] == ['1', '2']

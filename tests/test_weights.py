@@ -21,6 +21,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from disco import files
 from disco import weights
 
 # Read before any test's monkeypatching removes it from the environment.
@@ -595,7 +596,7 @@ def test_structure_is_checked_after_the_checksum(
   path = weights.save_update_rule_params(
       weights.unflatten_params(flat), tmp_path / 'odd.npz'
   )
-  monkeypatch.setattr(weights, 'DISCO103_SHA256', weights.file_sha256(path))
+  monkeypatch.setattr(weights, 'DISCO103_SHA256', files.file_sha256(path))
   with pytest.raises(weights.StructureError) as e:
     weights.load_disco103(path)
   message = str(e.value)
