@@ -56,8 +56,11 @@ def _child(mode: str, steps: int, cache: str | None) -> None:
     jax.config.update('jax_compilation_cache_dir', cache)
   from disco import eval as eval_lib
 
-  match = re.fullmatch(r'fast_vmap(\d+)', mode)
+  match = re.fullmatch(r'(?:fast|train)_vmap(\d+)', mode)
   num_seeds = int(match.group(1)) if match else 1
+  if mode.startswith('train'):
+    _child_train(steps, num_seeds)
+    return
   config = eval_lib.EvalConfig(
       num_steps=steps,
       fast=mode.startswith('fast'),
@@ -82,9 +85,52 @@ def _child(mode: str, steps: int, cache: str | None) -> None:
               steps=history.steps.tolist(),
               num_seeds=num_seeds,
               end=time.time(),
-              peak_rss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
               final_avg_return=float(np.nanmean(history.avg_returns[-20:])),
           )
+          | _usage()
+      )
+  )
+
+
+def _usage() -> dict[str, float]:
+  """This process's peak memory, CPU times and page faults so far."""
+  usage = resource.getrusage(resource.RUSAGE_SELF)
+  return dict(
+      peak_rss_kib=usage.ru_maxrss,
+      user_s=usage.ru_utime,
+      system_s=usage.ru_stime,
+      page_faults=usage.ru_minflt + usage.ru_majflt,
+  )
+
+
+def _child_train(steps: int, num_seeds: int) -> None:
+  """The trainer (`disco.train`) with the colab preset: the same settings."""
+  from disco import train  # pylint: disable=g-import-not-at-top
+
+  config = train.preset('colab', num_steps=steps)
+  warmup = -(-config.learning_starts // config.num_envs) - 1
+  times, done = [], [0]
+
+  def progress(step, row):
+    del row
+    times.extend([time.time()] * (step - done[0]))
+    done[0] = step
+
+  result = train.run_train(config, num_seeds=num_seeds, progress_fn=progress)
+  _, returns = result.curve(result.seeds[0], 'train_return')
+  print(
+      json.dumps(
+          dict(
+              times=times,
+              learned=[i >= warmup for i in range(len(times))],
+              steps=[
+                  (i + 1) * config.env_steps_per_step for i in range(len(times))
+              ],
+              num_seeds=num_seeds,
+              end=time.time(),
+              final_avg_return=float(np.nanmean(returns[-2:])),
+          )
+          | _usage()
       )
   )
 
@@ -123,6 +169,9 @@ def _measure(mode: str, steps: int, warmup: int, cache: str | None) -> dict:
       'startup_s': startup,
       'total_s': raw['end'] - start,
       'peak_rss_gib': raw['peak_rss_kib'] / 2**20,
+      'user_s': raw['user_s'],
+      'system_s': raw['system_s'],
+      'page_faults': raw['page_faults'],
       'final_avg_return': raw['final_avg_return'],
       'num_seeds': seeds,
   }
@@ -156,13 +205,13 @@ def main() -> None:
   runs = {mode: [] for mode in args.modes}
   for _ in range(args.repeats):
     for mode in args.modes:
-      steps = args.vmap_steps if mode.startswith('fast_vmap') else args.steps
+      steps = args.vmap_steps if '_vmap' in mode else args.steps
       runs[mode].append(
           _measure(mode, steps, args.warmup, args.compilation_cache)
       )
   results = {}
   for mode in args.modes:
-    steps = args.vmap_steps if mode.startswith('fast_vmap') else args.steps
+    steps = args.vmap_steps if '_vmap' in mode else args.steps
     result = {
         k: float(np.median([run[k] for run in runs[mode]]))
         for k in runs[mode][0]
@@ -176,6 +225,10 @@ def main() -> None:
     print(f'{mode} startup_s {result["startup_s"]:.1f}')
     print(f'{mode} total_s {result["total_s"]:.1f} ({steps} iterations)')
     print(f'{mode} peak_rss_gib {result["peak_rss_gib"]:.2f}')
+    print(
+        f'{mode} cpu_s user {result["user_s"]:.1f} system'
+        f' {result["system_s"]:.1f} page_faults {result["page_faults"]:.0f}'
+    )
     print(
         f'{mode} final_avg_return {result["final_avg_return"]:.2f}', flush=True
     )

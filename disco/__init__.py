@@ -3,7 +3,9 @@
 DiscoRL (Oh et al., "Discovering state-of-the-art reinforcement learning
 algorithms", Nature 648, 2025) meta-learns a reinforcement-learning update
 rule; Disco103 is the published one. This package trains agents with it (or
-with actor-critic and policy-gradient baselines) and meta-trains new rules.
+with actor-critic and policy-gradient baselines) on any JAX environment
+(`run_train`), reproduces the reference's evaluation colab (`run_eval`) and
+meta-trains new rules (`run_meta_train`).
 """
 
 import warnings
@@ -38,6 +40,9 @@ from disco.eval import run_eval_seeds
 from disco.meta_train import MetaTrainConfig
 from disco.meta_train_runtime import MetaTrainResult
 from disco.meta_train_runtime import run_meta_train
+from disco.train import TrainConfig
+from disco.train import TrainResult
+from disco.train import run_train
 from disco.update_rules.actor_critic import ActorCritic
 from disco.update_rules.base import UpdateRule
 from disco.update_rules.disco import DiscoUpdateRule
@@ -62,6 +67,8 @@ __all__ = (
     'MetaTrainConfig',
     'MetaTrainResult',
     'PolicyGradientUpdate',
+    'TrainConfig',
+    'TrainResult',
     'UpdateRule',
     'ValueFunction',
     'get_input_option',
@@ -73,6 +80,7 @@ __all__ = (
     'run_eval',
     'run_eval_seeds',
     'run_meta_train',
+    'run_train',
     'save_update_rule_params',
     'types',
     'utils',

@@ -119,6 +119,13 @@ def _check_rollout(rollout: types.ActorRollout, num_actions: int) -> None:
       )
 
 
+def _is_key_batch(rng: chex.PRNGKey) -> bool:
+  """Whether `rng` holds one key per environment rather than one key."""
+  if jax.dtypes.issubdtype(rng.dtype, jax.dtypes.prng_key):
+    return rng.ndim == 1
+  return rng.ndim == 2
+
+
 class Agent:
   """An agent trained by an update rule; see the module docstring.
 
@@ -228,7 +235,9 @@ class Agent:
 
     Args:
       actor_params: the agent network's parameters.
-      rng: key for sampling.
+      rng: key for sampling, or one key per environment ([B] typed keys or
+        [B, 2] raw ones), which makes each action independent of how the
+        batch is split (e.g. over devices).
       timestep: the environment's timestep [B, ...].
       actor_state: the actor's recurrent state.
 
@@ -240,7 +249,12 @@ class Agent:
     agent_outs, next_actor_state = self._network.one_step(
         actor_params, actor_state, timestep.observation, should_reset
     )
-    actions = distrax.Softmax(logits=agent_outs['logits']).sample(seed=rng)
+    if _is_key_batch(rng):
+      actions = jax.vmap(
+          lambda key, logits: distrax.Softmax(logits=logits).sample(seed=key)
+      )(rng, agent_outs['logits'])
+    else:
+      actions = distrax.Softmax(logits=agent_outs['logits']).sample(seed=rng)
     actor_timestep = types.ActorTimestep(
         observations=timestep.observation,
         actions=actions,

@@ -45,7 +45,7 @@ class EvalConfig(configs.ConfigBase):
       Ignored when `run_eval` is given parameters.
     env: environment name understood by
       `disco.environments.registry.make_environment` ('catch', 'catch-cpu',
-      'gymnax:<id>').
+      'gymnax:<id>', 'craftax:<id>', 'xminigrid:<id>').
     env_settings: overrides of the environment's settings, e.g.
       `{'rows': 5, 'columns': 5}` for Catch (stored as sorted pairs).
     num_steps: loop iterations (one actor rollout and at most one learner
@@ -150,8 +150,7 @@ class EvalConfig(configs.ConfigBase):
         "update_rule_params: evaluation needs a trained rule, not 'random'.",
     )
     check(
-        self.env in (registry.CATCH, registry.CATCH_CPU)
-        or self.env.startswith(registry.GYMNAX_PREFIX),
+        registry.is_known_name(self.env),
         f'Unknown environment {self.env!r}; known:'
         f' {", ".join(registry.NAMES)}.',
     )
@@ -203,7 +202,7 @@ class EvalConfig(configs.ConfigBase):
           f'{name} must be > 0, got {getattr(self, name)}.',
       )
     check(
-        not (self.fast and self.env == registry.CATCH_CPU),
+        not self.fast or registry.is_jittable_name(self.env),
         'The fast path needs a jittable environment; catch-cpu steps on the'
         ' host. Use env="catch" or fast=False.',
     )

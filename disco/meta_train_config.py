@@ -177,13 +177,9 @@ class MetaTrainConfig(configs.ConfigBase):
           f'{name} must be an int >= 0, got {value!r}.',
       )
     check(
-        self.env != registry.CATCH_CPU
-        and (
-            self.env == registry.CATCH
-            or self.env.startswith(registry.GYMNAX_PREFIX)
-        ),
-        'env must be a jittable environment (catch or gymnax:<id>), got'
-        f' {self.env!r}.',
+        registry.is_jittable_name(self.env),
+        'env must be a jittable environment (catch, gymnax:<id>,'
+        f' craftax:<id> or xminigrid:<id>), got {self.env!r}.',
     )
     object.__setattr__(
         self, 'env_settings', configs.sorted_settings(self.env_settings)

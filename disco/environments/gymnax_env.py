@@ -2,20 +2,26 @@
 
 `GymnaxEnvironment` wraps one environment made by `gymnax.make(env_name)`
 (gymnax >= 1.0, the optional `envs` extra) and drives `batch_size` copies of
-it with `vmap`. It follows the conventions of
+it with `vmap`. Its base class, `GymnaxApiEnvironment`, does the same for any
+already-made environment object with gymnax's functional API
+(`reset(key, params) -> (obs, state)` and `step(key, state, action, params)`
+returning gymnax >= 1.0's six values or gymnax 0.x's five), e.g. Craftax's
+(`disco.environments.craftax_env`); an environment with another API
+overrides its two hooks `_env_reset` and `_env_step` instead
+(`disco.environments.xminigrid_env`). All of them follow the conventions of
 `disco.environments.jittable_envs.CatchJittableEnvironment`:
 
 * `reset` reports MID steps with reward 0.
 * `step` reports MID on ordinary steps and LAST on the step that ends an
   episode, with that step's reward; the returned state and observation then
-  already belong to the next episode (gymnax's own automatic reset).
+  already belong to the next episode (automatic reset).
 * Observations are float32 arrays [B, ...]; the observation spec names them
   `{'observation': spec}` like the jittable Catch, while timesteps carry the
   bare array (the agent's MLP flattens every leaf, so both read the same).
 * Rewards are float32 [B]; step types are strongly typed int32 [B] from both
   `reset` and `step`, so a jitted consumer compiles once.
-* Actions are scalar int32 indices in [0, n - 1]; only discrete gymnax
-  action spaces are supported.
+* Actions are scalar int32 indices in [0, n - 1]; only discrete action
+  spaces are supported.
 
 Time limits. gymnax ends an episode when it terminates *or* when it reaches
 `max_steps_in_episode` (truncation), and restarts it in both cases. Both are
@@ -31,7 +37,20 @@ Randomness. The state carries one key per environment (as in
 `disco.environments.wrappers.batched_jittable_env`): `reset(rng)` splits
 `rng` into `batch_size` keys, and each environment splits its own key on
 every `reset` and `step`, keeping one half for later and giving the other to
-gymnax. Everything is pure JAX and works under `jit`, `vmap` and `lax.scan`.
+the wrapped environment. Everything is pure JAX and works under `jit`,
+`vmap` and `lax.scan`.
+
+Automatic resets. gymnax's `step` restarts a finished episode itself: it
+always computes a fresh `reset` and selects it where the episode ended, which
+costs one reset per environment and step. That is cheap for gymnax's
+environments but dominates environments whose reset is expensive (Craftax
+generates a 64x64 world: about 30 times the cost of a step). With
+`auto_resets=False` the wrapped `step` must not reset, and the adapter
+restarts only the environments whose episode ended, one `reset` each, in a
+`lax.while_loop` after the batched step. It derives the keys as gymnax's
+automatic reset does (the step key is split into the wrapped step's key and
+the reset's key), so both ways give the same results (up to floating-point
+differences between differently compiled programs).
 
 gymnax is imported only when an environment is built, so importing this
 module (or `disco`) does not need gymnax.
@@ -59,9 +78,9 @@ _LAST = np.int32(dm_env.StepType.LAST)
 
 _INSTALL_HINT = 'pip install -e ".[envs]"'
 
-# `EnvState(state, rng)`: the gymnax states [B, ...] and the per-environment
-# keys [B] (typed keys) or [B, 2] (raw uint32 keys), shared with the batched
-# jittable wrapper.
+# `EnvState(state, rng)`: the wrapped environments' states [B, ...] and the
+# per-environment keys [B] (typed keys) or [B, 2] (raw uint32 keys), shared
+# with the batched jittable wrapper.
 EnvState = batched_jittable_env.EnvState
 
 
@@ -117,7 +136,273 @@ def _timestep(
   )
 
 
-class GymnaxEnvironment(base.Environment[EnvState]):
+def check_batch_size(batch_size: Any) -> int:
+  """`batch_size` as an int, or a ValueError if it is not a positive int."""
+  if isinstance(batch_size, bool) or not isinstance(
+      batch_size, (int, np.integer)
+  ):
+    raise ValueError(f'batch_size must be an int, got {batch_size!r}.')
+  if batch_size < 1:
+    raise ValueError(f'batch_size must be positive, got {batch_size}.')
+  return int(batch_size)
+
+
+def replace_params(params: Any, overrides: Mapping[str, Any], name: str):
+  """`params.replace(**overrides)` for a dataclass, naming unknown fields.
+
+  Args:
+    params: a (flax or chex) dataclass of environment parameters.
+    overrides: field names and their new values.
+    name: the environment's name, for the error message.
+
+  Returns:
+    The parameters with the fields replaced.
+
+  Raises:
+    ValueError: a field that `params` does not have.
+  """
+  fields = sorted(getattr(params, '__dataclass_fields__', {}))
+  unknown = sorted(set(overrides) - set(fields))
+  if unknown:
+    raise ValueError(
+        f'Unknown env_params {unknown} for {name!r}; its'
+        f' {type(params).__name__} has the fields {fields}.'
+    )
+  return params.replace(**overrides)
+
+
+class GymnaxApiEnvironment(base.Environment[EnvState]):
+  """A batch of one already-made gymnax-API environment.
+
+  See the module docstring. Subclasses for environments with another API
+  override `_env_reset`, `_env_step` and `_num_actions`.
+  """
+
+  def __init__(
+      self,
+      env: Any,
+      env_params: Any,
+      batch_size: int,
+      *,
+      name: str | None = None,
+      auto_resets: bool = True,
+  ):
+    """Builds the batched functions around `env`.
+
+    Args:
+      env: the environment object, made once (gymnax-style environments jit
+        their methods with the object as a static argument hashed by
+        identity, so one object per adapter avoids recompiling).
+      env_params: the parameters given to every `env.reset` and `env.step`.
+      batch_size: the number of environments.
+      name: the environment's name, for messages (default: `env.name`, or
+        the class name).
+      auto_resets: whether `env.step` restarts a finished episode itself
+        (gymnax's environments and Craftax's `...AutoReset` classes); if
+        False the adapter restarts it (see the module docstring).
+
+    Raises:
+      ValueError: a non-positive batch size, or an action space that is not
+        discrete.
+      TypeError: an observation that is not a single array.
+    """
+    self.batch_size = check_batch_size(batch_size)
+    self._env = env
+    self._params = env_params
+    self._auto_resets = bool(auto_resets)
+    if name is None:
+      name = getattr(env, 'name', None)
+      name = name if isinstance(name, str) else type(env).__name__
+    self.env_name = name
+
+    self._single_action_spec = dm_specs.BoundedArray(
+        (), np.int32, 0, self._num_actions() - 1
+    )
+    example_obs = jax.eval_shape(
+        lambda key: self._env_reset(key)[0], jax.random.key(0)
+    )
+    if not isinstance(example_obs, jax.ShapeDtypeStruct):
+      raise TypeError(
+          f'Environment {name!r} returns observations of structure'
+          f' {jax.tree.structure(example_obs)}; only single-array'
+          ' observations are supported.'
+      )
+    self._single_observation_spec = {
+        'observation': dm_specs.Array(example_obs.shape, np.float32)
+    }
+
+    self._batched_reset = jax.jit(jax.vmap(self._single_env_reset))
+    self._batched_step = jax.jit(self._step)
+
+  @property
+  def env_params(self) -> Any:
+    """The parameters used for every reset and step."""
+    return self._params
+
+  @property
+  def auto_resets(self) -> bool:
+    """Whether the wrapped `step` restarts finished episodes itself."""
+    return self._auto_resets
+
+  # Hooks: one environment, no batch axis, inside `vmap`.
+
+  def _num_actions(self) -> int:
+    """The number of actions, from a discrete `env.action_space(params)`."""
+    space = self._env.action_space(self._params)
+    n = getattr(space, 'n', None)
+    if (
+        isinstance(n, bool)
+        or not isinstance(n, (int, np.integer))
+        or n < 1
+        or tuple(getattr(space, 'shape', ())) != ()
+    ):
+      raise ValueError(
+          f'Environment {self.env_name!r} has the action space {space!r};'
+          ' only discrete action spaces (like'
+          ' gymnax.environments.spaces.Discrete: an int `n`, shape ()) are'
+          ' supported, because the agent samples scalar int32 actions.'
+          ' Continuous-control environments such as Pendulum-v1 cannot be'
+          ' used.'
+      )
+    return int(n)
+
+  def _env_reset(self, rng_key: chex.PRNGKey) -> tuple[chex.Array, Any]:
+    """Starts one episode: `(observation, state)`."""
+    return self._env.reset(rng_key, self._params)
+
+  def _env_step(
+      self, rng_key: chex.PRNGKey, state: Any, action: chex.Array
+  ) -> tuple[chex.Array, Any, chex.Array, chex.Array]:
+    """Steps one environment: `(observation, state, reward, is_last)`.
+
+    `is_last` is whether this step ended the episode (termination or
+    truncation). With `auto_resets` the observation and state are already
+    the next episode's where it did.
+
+    Args:
+      rng_key: this step's key.
+      state: the environment's state.
+      action: a scalar int32 action.
+    """
+    outputs = self._env.step(rng_key, state, action, self._params)
+    if len(outputs) == 6:  # gymnax >= 1.0.
+      obs, state, reward, terminated, truncated, _ = outputs
+      return obs, state, reward, jnp.logical_or(terminated, truncated)
+    obs, state, reward, done, _ = outputs  # gymnax 0.x (and Craftax).
+    return obs, state, reward, done
+
+  def _single_env_reset(
+      self, rng_key: chex.PRNGKey
+  ) -> tuple[EnvState, types.EnvironmentTimestep]:
+    next_rng, reset_rng = jax.random.split(rng_key)
+    obs, state = self._env_reset(reset_rng)
+    timestep = _timestep(obs, jnp.zeros((), jnp.float32), False)
+    return EnvState(state=_strongly_typed(state), rng=next_rng), timestep
+
+  def _single_env_step(
+      self, env_state: EnvState, action: chex.Array
+  ) -> tuple[EnvState, types.EnvironmentTimestep, chex.PRNGKey | None]:
+    """One environment's step, and the key for restarting it (or None)."""
+    next_rng, step_rng = jax.random.split(env_state.rng)
+    if self._auto_resets:
+      # On a terminated or truncated step the environment has already
+      # swapped in the next episode's first observation and state.
+      reset_rng = None
+    else:
+      # The split gymnax's automatic reset makes of its step key.
+      step_rng, reset_rng = jax.random.split(step_rng)
+    obs, state, reward, is_last = self._env_step(
+        step_rng, env_state.state, action
+    )
+    timestep = _timestep(obs, reward, is_last)
+    return (
+        EnvState(state=_strongly_typed(state), rng=next_rng),
+        timestep,
+        reset_rng,
+    )
+
+  def _restart_finished(
+      self,
+      state: EnvState,
+      timestep: types.EnvironmentTimestep,
+      reset_rngs: chex.PRNGKey,
+  ) -> tuple[EnvState, types.EnvironmentTimestep]:
+    """Resets exactly the environments whose step was LAST, one by one."""
+    is_last = timestep.step_type == _LAST
+    # The finished environments' indices first (in order), then the others.
+    order = jnp.argsort(jnp.logical_not(is_last), stable=True)
+    num_finished = jnp.sum(is_last, dtype=jnp.int32)
+
+    def body(carry):
+      i, env_states, observations = carry
+      j = order[i]
+      obs, env_state = self._env_reset(reset_rngs[j])
+      env_states = jax.tree.map(
+          lambda xs, x: xs.at[j].set(x), env_states, _strongly_typed(env_state)
+      )
+      observations = observations.at[j].set(jnp.asarray(obs, jnp.float32))
+      return i + 1, env_states, observations
+
+    _, env_states, observations = jax.lax.while_loop(
+        lambda carry: carry[0] < num_finished,
+        body,
+        (jnp.zeros((), jnp.int32), state.state, timestep.observation),
+    )
+    return (
+        EnvState(state=env_states, rng=state.rng),
+        timestep.replace(observation=observations),
+    )
+
+  def _step(
+      self, state: EnvState, actions: chex.Array
+  ) -> tuple[EnvState, types.EnvironmentTimestep]:
+    state, timestep, reset_rngs = jax.vmap(self._single_env_step)(
+        state, actions
+    )
+    if not self._auto_resets:
+      state, timestep = self._restart_finished(state, timestep, reset_rngs)
+    return state, timestep
+
+  def reset(
+      self, rng_key: chex.PRNGKey
+  ) -> tuple[EnvState, types.EnvironmentTimestep]:
+    """Starts new episodes in all environments.
+
+    Args:
+      rng_key: one key (typed or raw); it is split into `batch_size` keys.
+
+    Returns:
+      The state (the environments' states and per-environment keys) and a
+      MID timestep with reward 0: observation [B, ...] float32, step_type
+      and reward [B].
+    """
+    return self._batched_reset(jax.random.split(rng_key, self.batch_size))
+
+  def step(
+      self, state: EnvState, actions: chex.Array
+  ) -> tuple[EnvState, types.EnvironmentTimestep]:
+    """Steps every environment, restarting those whose episode ended.
+
+    Args:
+      state: the state returned by `reset` or `step`.
+      actions: [B] integer actions in [0, n - 1].
+
+    Returns:
+      The next state and the timestep: LAST where the episode terminated or
+      was truncated (with that step's reward; the observation is already the
+      next episode's first one), MID elsewhere.
+    """
+    chex.assert_shape(actions, (self.batch_size,))
+    return self._batched_step(state, actions)
+
+  def single_action_spec(self) -> types.ActionSpec:
+    return self._single_action_spec
+
+  def single_observation_spec(self) -> types.Specs:
+    return self._single_observation_spec
+
+
+class GymnaxEnvironment(GymnaxApiEnvironment):
   """A batch of one gymnax environment; see the module docstring."""
 
   def __init__(
@@ -145,13 +430,8 @@ class GymnaxEnvironment(base.Environment[EnvState]):
         not discrete (e.g. 'Pendulum-v1').
       TypeError: an observation that is not a single array.
     """
-    if isinstance(batch_size, bool) or not isinstance(
-        batch_size, (int, np.integer)
-    ):
-      raise ValueError(f'batch_size must be an int, got {batch_size!r}.')
-    if batch_size < 1:
-      raise ValueError(f'batch_size must be positive, got {batch_size}.')
-    gymnax, spaces = _import_gymnax()
+    check_batch_size(batch_size)
+    gymnax, _ = _import_gymnax()
     known_names = list(gymnax.registered_envs)
     if env_name not in known_names:
       close = difflib.get_close_matches(str(env_name), known_names, n=3)
@@ -161,115 +441,14 @@ class GymnaxEnvironment(base.Environment[EnvState]):
           ' are listed by `gymnax.registered_envs`:'
           f' {sorted(known_names)}.'
       )
-
-    self.batch_size = int(batch_size)
-    self.env_name = env_name
     # gymnax's `reset` and `step` are jitted with the environment object as
     # a static argument hashed by identity: make it exactly once.
-    self._env, params = gymnax.make(env_name, **(env_kwargs or {}))
+    env, params = gymnax.make(env_name, **(env_kwargs or {}))
     if env_params:
-      fields = sorted(getattr(params, '__dataclass_fields__', {}))
-      unknown = sorted(set(env_params) - set(fields))
-      if unknown:
-        raise ValueError(
-            f'Unknown env_params {unknown} for {env_name!r}; its'
-            f' {type(params).__name__} has the fields {fields}.'
-        )
-      params = params.replace(**env_params)
-    self._params = params
-
-    action_space = self._env.action_space(params)
-    if not isinstance(action_space, spaces.Discrete) or action_space.shape:
-      raise ValueError(
-          f'gymnax environment {env_name!r} has the action space'
-          f' {action_space!r}; only discrete action spaces'
-          ' (gymnax.environments.spaces.Discrete) are supported, because the'
-          ' agent samples scalar int32 actions. Continuous-control'
-          ' environments such as Pendulum-v1 cannot be used.'
-      )
-    self._single_action_spec = dm_specs.BoundedArray(
-        (), np.int32, 0, int(action_space.n) - 1
-    )
-
-    example_obs = jax.eval_shape(
-        lambda key: self._env.reset(key, params)[0], jax.random.key(0)
-    )
-    if not isinstance(example_obs, jax.ShapeDtypeStruct):
-      raise TypeError(
-          f'gymnax environment {env_name!r} returns observations of structure'
-          f' {jax.tree.structure(example_obs)}; only single-array'
-          ' observations are supported.'
-      )
-    self._single_observation_spec = {
-        'observation': dm_specs.Array(example_obs.shape, np.float32)
-    }
-
-    self._batched_reset = jax.jit(jax.vmap(self._single_env_reset))
-    self._batched_step = jax.jit(jax.vmap(self._single_env_step))
+      params = replace_params(params, env_params, env_name)
+    super().__init__(env, params, batch_size, name=env_name)
 
   @property
   def gymnax_env(self) -> Any:
     """The wrapped gymnax environment object (made once)."""
     return self._env
-
-  @property
-  def env_params(self) -> Any:
-    """The gymnax `EnvParams` used for every reset and step."""
-    return self._params
-
-  def _single_env_reset(
-      self, rng_key: chex.PRNGKey
-  ) -> tuple[EnvState, types.EnvironmentTimestep]:
-    next_rng, reset_rng = jax.random.split(rng_key)
-    obs, state = self._env.reset(reset_rng, self._params)
-    timestep = _timestep(obs, jnp.zeros((), jnp.float32), False)
-    return EnvState(state=_strongly_typed(state), rng=next_rng), timestep
-
-  def _single_env_step(
-      self, env_state: EnvState, action: chex.Array
-  ) -> tuple[EnvState, types.EnvironmentTimestep]:
-    next_rng, step_rng = jax.random.split(env_state.rng)
-    # On a terminated or truncated step gymnax has already swapped in the
-    # next episode's first observation and state.
-    obs, state, reward, terminated, truncated, _ = self._env.step(
-        step_rng, env_state.state, action, self._params
-    )
-    timestep = _timestep(obs, reward, jnp.logical_or(terminated, truncated))
-    return EnvState(state=_strongly_typed(state), rng=next_rng), timestep
-
-  def reset(
-      self, rng_key: chex.PRNGKey
-  ) -> tuple[EnvState, types.EnvironmentTimestep]:
-    """Starts new episodes in all environments.
-
-    Args:
-      rng_key: one key (typed or raw); it is split into `batch_size` keys.
-
-    Returns:
-      The state (gymnax states and per-environment keys) and a MID timestep
-      with reward 0: observation [B, ...] float32, step_type and reward [B].
-    """
-    return self._batched_reset(jax.random.split(rng_key, self.batch_size))
-
-  def step(
-      self, state: EnvState, actions: chex.Array
-  ) -> tuple[EnvState, types.EnvironmentTimestep]:
-    """Steps every environment, restarting those whose episode ended.
-
-    Args:
-      state: the state returned by `reset` or `step`.
-      actions: [B] integer actions in [0, n - 1].
-
-    Returns:
-      The next state and the timestep: LAST where the episode terminated or
-      was truncated (with that step's reward; the observation is already the
-      next episode's first one), MID elsewhere.
-    """
-    chex.assert_shape(actions, (self.batch_size,))
-    return self._batched_step(state, actions)
-
-  def single_action_spec(self) -> types.ActionSpec:
-    return self._single_action_spec
-
-  def single_observation_spec(self) -> types.Specs:
-    return self._single_observation_spec

@@ -7,6 +7,17 @@ Names understood by `make_environment`:
 * `'catch-cpu'`: host-side numpy Catch (`catch.CatchEnvironment`), 8x8.
 * `'gymnax:<env id>'`, e.g. `'gymnax:CartPole-v1'`: a gymnax environment
   through `disco.environments.gymnax_env`, which needs the `[envs]` extra.
+* `'craftax:Craftax-Classic-Symbolic-v1'` and `'craftax:Craftax-Symbolic-v1'`:
+  Craftax(-Classic) with flat symbolic observations through
+  `disco.environments.craftax_env`, which needs the `[craftax]` extra.
+* `'xminigrid:<env id>'`, e.g. `'xminigrid:MiniGrid-Empty-8x8'`: an
+  XLand-MiniGrid environment through `disco.environments.xminigrid_env`,
+  which needs the `[xminigrid]` extra.
+
+All but `'catch-cpu'` are jittable. `is_known_name` and `is_jittable_name`
+check a name without building the environment or importing the optional
+packages (so a gymnax or xminigrid id is only checked for being non-empty;
+`make_environment` checks it against the package's own list).
 """
 
 from collections.abc import Mapping
@@ -16,14 +27,28 @@ from ml_collections import config_dict
 
 from disco.environments import base
 from disco.environments import catch
+from disco.environments import craftax_env
 from disco.environments import gymnax_env
 from disco.environments import jittable_envs
+from disco.environments import xminigrid_env
 from disco.environments.wrappers import batched_env
 
 CATCH = 'catch'
 CATCH_CPU = 'catch-cpu'
 GYMNAX_PREFIX = 'gymnax:'
-NAMES = (CATCH, CATCH_CPU, GYMNAX_PREFIX + '<env id>')
+CRAFTAX_PREFIX = 'craftax:'
+XMINIGRID_PREFIX = 'xminigrid:'
+# The Craftax names in full (the adapter takes symbolic observations only).
+CRAFTAX_NAMES = tuple(CRAFTAX_PREFIX + name for name in craftax_env.ENV_NAMES)
+NAMES = (
+    CATCH,
+    CATCH_CPU,
+    GYMNAX_PREFIX + '<env id>',
+    *CRAFTAX_NAMES,
+    XMINIGRID_PREFIX + '<env id>',
+)
+# Prefixes followed by a package's own environment id.
+_ID_PREFIXES = (GYMNAX_PREFIX, XMINIGRID_PREFIX)
 
 
 class UnknownEnvironmentError(ValueError):
@@ -66,8 +91,8 @@ def make_environment(
 
   Raises:
     UnknownEnvironmentError: if the name is not recognised.
-    ImportError: if a gymnax environment is asked for without the `[envs]`
-      extra installed.
+    ImportError: if a gymnax, Craftax or xminigrid environment is asked for
+      without its extra (`[envs]`, `[craftax]`, `[xminigrid]`) installed.
     ValueError: for a non-positive batch size or unknown settings.
   """
   if batch_size < 1:
@@ -96,9 +121,62 @@ def make_environment(
     if settings:
       raise ValueError('gymnax environments take no settings overrides.')
     return gymnax_env.GymnaxEnvironment(env_id, batch_size)
+  if name.startswith(CRAFTAX_PREFIX):
+    if name not in CRAFTAX_NAMES:
+      raise UnknownEnvironmentError(
+          f'Unknown Craftax environment {name!r}; known:'
+          f' {", ".join(CRAFTAX_NAMES)}.'
+      )
+    if settings:
+      raise ValueError('Craftax environments take no settings overrides.')
+    return craftax_env.CraftaxEnvironment(
+        name[len(CRAFTAX_PREFIX) :], batch_size
+    )
+  if name.startswith(XMINIGRID_PREFIX):
+    env_id = name[len(XMINIGRID_PREFIX) :]
+    if not env_id:
+      raise UnknownEnvironmentError(
+          f'{name!r} names no xminigrid environment; use e.g.'
+          f' {XMINIGRID_PREFIX}MiniGrid-Empty-8x8.'
+      )
+    if settings:
+      raise ValueError('xminigrid environments take no settings overrides.')
+    return xminigrid_env.XMinigridEnvironment(env_id, batch_size)
   raise UnknownEnvironmentError(
       f'Unknown environment {name!r}; known: {", ".join(NAMES)}.'
   )
+
+
+def is_known_name(name: str) -> bool:
+  """Whether `make_environment` understands `name`, without building it.
+
+  Nothing is imported: a `gymnax:` or `xminigrid:` name only needs a
+  non-empty id here (`make_environment` checks the id against the package's
+  list, and needs the package installed).
+
+  Args:
+    name: an environment name.
+  """
+  if not isinstance(name, str):
+    return False
+  if name in (CATCH, CATCH_CPU) or name in CRAFTAX_NAMES:
+    return True
+  return any(
+      name.startswith(prefix) and len(name) > len(prefix)
+      for prefix in _ID_PREFIXES
+  )
+
+
+def is_jittable_name(name: str) -> bool:
+  """Whether `name` is known and its environment is pure JAX.
+
+  The same as `is_jittable(make_environment(name, ...))` for every known
+  name, without building the environment: all but `'catch-cpu'`.
+
+  Args:
+    name: an environment name.
+  """
+  return is_known_name(name) and name != CATCH_CPU
 
 
 def is_jittable(env: base.Environment) -> bool:

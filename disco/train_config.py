@@ -1,0 +1,270 @@
+"""`TrainConfig`: the settings of a training run, and its presets.
+
+A training run trains agents on any jittable discrete-action environment
+with a fixed update rule (Disco103, saved rule parameters, actor-critic or
+policy gradient): N environments act in parallel, their trajectories go to
+an on-device replay buffer, and each learner batch mixes fresh trajectories
+of the newest rollout with replayed ones at a configured fraction.
+
+Presets (`PRESETS`, `preset`):
+
+* `colab`: the reference's evaluation colab (the defaults): 2 environments,
+  learner batches of 64 trajectories of 29 steps drawn from replay only,
+  one learner step per rollout, the colab's step size 1e-2.
+* `paper`: the paper's batch composition (Methods: batches of 96
+  trajectories of 29 steps, 90% of them replayed and 10% fresh) with
+  Disco103's own step size 3e-4 (`agent.get_settings_disco()`; the paper
+  tunes it over {1e-4, 3e-4, 5e-4}). Neither source gives the number of
+  environments, the buffer size or when learning starts; the preset steps
+  exactly the 10 environments whose rollout makes one batch's fresh part
+  (one learner step per rollout, 290 fresh steps per update), holds 1000
+  trajectories in the buffer (the colab's 1024, rounded to whole rollouts)
+  and starts learning once the buffer holds one learner batch.
+"""
+
+from collections.abc import Mapping
+import dataclasses
+from typing import Any
+
+from disco import configs
+from disco.environments import registry
+from disco.eval_config import DISCO
+from disco.eval_config import RULES
+
+COLAB = 'colab'
+PAPER = 'paper'
+
+# Fields that may change when a run resumes: they decide how long it runs,
+# how often it checkpoints and how it is cut into calls, never what an
+# iteration computes or what the state holds.
+EXECUTION_FIELDS = frozenset({
+    'num_steps',
+    'steps_per_chunk',
+    'checkpoint_every',
+    'keep_checkpoints',
+    'update_rule_params',
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig(configs.ConfigBase):
+  """Settings of a training run; the defaults are the `colab` preset.
+
+  Attributes:
+    rule: the update rule: 'disco', 'actor_critic' or 'policy_gradient'.
+    update_rule_params: where the 'disco' rule's parameters come from:
+      'disco103' (the published rule) or the path of an `.npz` file; None
+      means 'disco103'. Ignored when `run_train` is given parameters.
+    env: a jittable environment understood by
+      `disco.environments.registry.make_environment` ('catch',
+      'gymnax:<id>', 'craftax:<id>', 'xminigrid:<id>').
+    env_settings: overrides of the environment's settings (sorted pairs).
+    num_steps: loop iterations: one rollout of every environment and
+      `learner_steps_per_step` learner steps each.
+    num_envs: environments acting in parallel (over all devices).
+    rollout_len: timesteps per rollout (and per trajectory).
+    learner_batch_size: trajectories per learner step (over all devices).
+    replay_fraction: the share of each learner batch drawn from the replay
+      buffer (rounded to whole trajectories); the rest are fresh
+      trajectories of the newest rollout. With fresh trajectories,
+      `num_envs` must be a multiple of their number and each rollout is
+      cut into that many learner batches' fresh parts.
+    buffer_capacity: the most trajectories the replay buffer holds (a
+      multiple of `num_envs`).
+    learning_starts: trajectories the buffer must hold before the first
+      learner step (the iterations before only act).
+    seed: seed of the run (its seeds are `seed`, `seed + 1`, ...).
+    agent_dense: hidden sizes of the agent network's MLP torso.
+    agent_lstm_size: hidden size of the agent's action-model LSTM.
+    agent_head_mlp_hiddens: hidden sizes of the action model's output heads.
+    agent_head_w_init_std: std of the truncated-normal init of the heads.
+    agent_learning_rate: the agent optimiser's step size.
+    value_fn_dense: hidden sizes of the value network trained alongside a
+      policy-gradient agent.
+    value_fn_head_w_init_std: std of the init of that network's head.
+    value_fn_learning_rate: that value network's step size.
+    value_fn_td_lambda: V-trace lambda of that value network's targets.
+    eval_every: evaluate every this many iterations (at the first chunk end
+      at or after each multiple) and at the end; 0 = never.
+    eval_envs: evaluation episodes, one in each of this many separate
+      environment instances (over all devices).
+    eval_max_steps: the most steps an evaluation runs; episodes still going
+      then are not counted.
+    max_devices: use at most this many devices (None: as many as divide the
+      environments and batches).
+    steps_per_chunk: iterations per jitted call (one host round trip and one
+      log row each).
+    checkpoint_every: with a checkpoint directory, checkpoint at the first
+      chunk end at or after each multiple of this many iterations and at
+      the end; 0 = only at the end and on interrupt.
+    keep_checkpoints: how many checkpoints to keep on disk.
+  """
+
+  # Update rule.
+  rule: str = DISCO
+  update_rule_params: str | None = None
+  # Environment and data.
+  env: str = registry.CATCH
+  env_settings: tuple[tuple[str, Any], ...] = ()
+  num_steps: int = 1000
+  num_envs: int = 2
+  rollout_len: int = 29
+  learner_batch_size: int = 64
+  replay_fraction: float = 1.0
+  buffer_capacity: int = 1024
+  learning_starts: int = 64
+  # Randomness.
+  seed: int = 0
+  # Agent (the colab's MLP agent).
+  agent_dense: tuple[int, ...] = (512, 512)
+  agent_lstm_size: int = 128
+  agent_head_mlp_hiddens: tuple[int, ...] = (128,)
+  agent_head_w_init_std: float = 1e-2
+  agent_learning_rate: float = 1e-2
+  # Value function of the policy-gradient baseline.
+  value_fn_dense: tuple[int, ...] = (256, 256)
+  value_fn_head_w_init_std: float = 1e-2
+  value_fn_learning_rate: float = 1e-3
+  value_fn_td_lambda: float = 0.95
+  # Evaluation.
+  eval_every: int = 0
+  eval_envs: int = 16
+  eval_max_steps: int = 1000
+  # Execution.
+  max_devices: int | None = None
+  steps_per_chunk: int = 25
+  checkpoint_every: int = 500
+  keep_checkpoints: int = 2
+
+  def __post_init__(self):
+    check = configs.check
+    check(
+        self.rule in RULES,
+        f'Unknown rule {self.rule!r}; choose one of {", ".join(RULES)}.',
+    )
+    check(
+        self.update_rule_params is None or self.rule == DISCO,
+        f'update_rule_params is for the disco rule; the {self.rule} rule has'
+        ' no parameters to load.',
+    )
+    check(
+        self.update_rule_params != configs.RANDOM,
+        "update_rule_params: training needs a trained rule, not 'random'.",
+    )
+    check(
+        registry.is_jittable_name(self.env),
+        'The trainer needs a jittable environment (catch, gymnax:<id>,'
+        f' craftax:<id> or xminigrid:<id>), got {self.env!r}.',
+    )
+    configs.check_ints(
+        self,
+        (
+            'num_steps',
+            'num_envs',
+            'learner_batch_size',
+            'buffer_capacity',
+            'learning_starts',
+            'agent_lstm_size',
+            'eval_envs',
+            'eval_max_steps',
+            'steps_per_chunk',
+            'keep_checkpoints',
+        ),
+        minimum=1,
+    )
+    configs.check_ints(
+        self, ('seed', 'eval_every', 'checkpoint_every'), minimum=0
+    )
+    check(
+        self.rollout_len >= 2,
+        'rollout_len must be >= 2 (a learner needs a transition), got'
+        f' {self.rollout_len}.',
+    )
+    check(
+        0.0 <= self.replay_fraction <= 1.0,
+        f'replay_fraction must lie in [0, 1], got {self.replay_fraction}.',
+    )
+    fresh = self.fresh_per_batch
+    check(
+        fresh == 0 or self.num_envs % fresh == 0,
+        f'num_envs ({self.num_envs}) must be a multiple of the fresh'
+        f' trajectories per learner batch ({fresh} = learner_batch_size'
+        f' {self.learner_batch_size} - replayed {self.replay_per_batch}).',
+    )
+    check(
+        self.buffer_capacity % self.num_envs == 0,
+        f'buffer_capacity ({self.buffer_capacity}) must be a multiple of'
+        f' num_envs ({self.num_envs}).',
+    )
+    check(
+        self.learning_starts <= self.buffer_capacity,
+        f'learning_starts ({self.learning_starts}) must be at most'
+        f' buffer_capacity ({self.buffer_capacity}).',
+    )
+    check(
+        self.max_devices is None or self.max_devices >= 1,
+        f'max_devices must be >= 1, got {self.max_devices}.',
+    )
+    for name in ('agent_learning_rate', 'value_fn_learning_rate'):
+      check(
+          getattr(self, name) > 0,
+          f'{name} must be > 0, got {getattr(self, name)}.',
+      )
+    object.__setattr__(
+        self, 'env_settings', configs.sorted_settings(self.env_settings)
+    )
+    for name in ('agent_dense', 'agent_head_mlp_hiddens', 'value_fn_dense'):
+      object.__setattr__(
+          self, name, configs.positive_ints(name, getattr(self, name))
+      )
+
+  @property
+  def replay_per_batch(self) -> int:
+    """Replayed trajectories in each learner batch."""
+    return int(round(self.replay_fraction * self.learner_batch_size))
+
+  @property
+  def fresh_per_batch(self) -> int:
+    """Fresh trajectories (of the newest rollout) in each learner batch."""
+    return self.learner_batch_size - self.replay_per_batch
+
+  @property
+  def learner_steps_per_step(self) -> int:
+    """Learner steps per iteration: one per fresh part of the rollout."""
+    fresh = self.fresh_per_batch
+    return self.num_envs // fresh if fresh else 1
+
+  @property
+  def env_steps_per_step(self) -> int:
+    """Environment steps per iteration (over all environments)."""
+    return self.num_envs * self.rollout_len
+
+  def num_steps_for(self, env_steps: int) -> int:
+    """The iterations that take at least `env_steps` environment steps."""
+    return max(1, -(-int(env_steps) // self.env_steps_per_step))
+
+
+PRESETS: Mapping[str, Mapping[str, Any]] = {
+    COLAB: {},
+    PAPER: dict(
+        num_envs=10,
+        learner_batch_size=96,
+        replay_fraction=0.9,
+        buffer_capacity=1000,
+        learning_starts=96,
+        agent_learning_rate=3e-4,
+    ),
+}
+
+
+def preset(name: str, **changes: Any) -> TrainConfig:
+  """The config of preset `name` (see the module docstring) with `changes`.
+
+  Raises:
+    configs.ConfigError: an unknown preset or an invalid change.
+  """
+  if name not in PRESETS:
+    raise configs.ConfigError(
+        f'Unknown preset {name!r}; choose one of {", ".join(PRESETS)}.'
+    )
+  return TrainConfig(**(dict(PRESETS[name]) | changes))
