@@ -144,3 +144,14 @@ class PmapLayout:
         ),
         tree,
     )
+
+
+def device_slice(tree: _T, num_devices: int) -> _T:
+  """This device's share of a tree of [B, ...] leaves (inside `pmap`).
+
+  Leaf x becomes x.reshape(D, B / D, ...)[d] on device d of `AXIS_NAME`.
+  """
+  index = jax.lax.axis_index(AXIS_NAME)
+  return jax.tree.map(
+      lambda x: x.reshape((num_devices, -1) + x.shape[1:])[index], tree
+  )

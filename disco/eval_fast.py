@@ -54,14 +54,6 @@ class LoopState:
   sample_rng: chex.PRNGKey
 
 
-def _device_slice(tree: Any, num_devices: int) -> Any:
-  """This device's share of a [B, ...] tree, inside `pmap`."""
-  index = jax.lax.axis_index(_AXIS)
-  return jax.tree.map(
-      lambda x: x.reshape((num_devices, -1) + x.shape[1:])[index], tree
-  )
-
-
 def make_learn_from_replay(setup: eval_setup.Setup) -> LearnFromReplayFn:
   """The fast path's learner step: sample on the device, then learn.
 
@@ -108,7 +100,9 @@ def make_fast_fns(
   unroll = eval_setup.unroll_fn(setup)
 
   def init(seed_key: chex.PRNGKey, sample_key: chex.PRNGKey) -> LoopState:
-    env_state, timestep = _device_slice(env.reset(seed_key), num_devices)
+    env_state, timestep = devices_lib.device_slice(
+        env.reset(seed_key), num_devices
+    )
     learner_state = agent.initial_learner_state(seed_key)
     actor_state = agent.initial_actor_state(seed_key)
     example, *_ = jax.eval_shape(

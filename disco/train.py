@@ -147,14 +147,6 @@ def _local_lanes(num_local: int) -> chex.Array:
   return start + jnp.arange(num_local, dtype=jnp.int32)
 
 
-def _device_slice(tree: Any, num_devices: int) -> Any:
-  """This device's share of a [N, ...] tree (in `pmap`)."""
-  index = jax.lax.axis_index(_AXIS)
-  return jax.tree.map(
-      lambda x: x.reshape((num_devices, -1) + x.shape[1:])[index], tree
-  )
-
-
 def _gather_replayed(
     state: replay_lib.ReplayState,
     key: chex.PRNGKey,
@@ -276,7 +268,9 @@ class Trainer:
 
     def init(seed_key: chex.PRNGKey) -> TrainState:
       env_key, agent_key, loop_key = jax.random.split(seed_key, 3)
-      env_state, timestep = _device_slice(env.reset(env_key), num_devices)
+      env_state, timestep = devices_lib.device_slice(
+          env.reset(env_key), num_devices
+      )
       learner_state = agent.initial_learner_state(agent_key)
       actor_state = agent.initial_actor_state(agent_key)
       example, *_ = jax.eval_shape(
@@ -410,7 +404,7 @@ class Trainer:
     def evaluate(params: hk.Params, key: chex.PRNGKey) -> dict[str, Any]:
       """One episode in each evaluation environment: return sum and count."""
       reset_key, act_key = jax.random.split(key)
-      env_state, timestep = _device_slice(
+      env_state, timestep = devices_lib.device_slice(
           eval_env.reset(reset_key), num_devices
       )
       lanes = _local_lanes(eval_local)
