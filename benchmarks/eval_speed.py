@@ -14,13 +14,18 @@ line per figure:
                                time of its later iterations)
   <mode> total_s               process start to the end of the run
   <mode> peak_rss_gib          the process's peak resident memory
+  <mode> rss_gib               resident memory a tenth of the way through
+                               the run and at its end (flat memory: equal)
+  <mode> cpu_s                 user and system CPU seconds, page faults
 
-followed by the fast path's speed-ups over the faithful loop. Modes:
+followed by the other modes' speed-ups over the faithful loop and over the
+reference's loop (`faithful_full_buffer`), where those ran. Modes:
 `faithful`, `faithful_full_buffer` (the faithful loop storing every
-behaviour output in the buffer, as the reference does; not run by default),
-`fast` and `fast_vmapN` (N seeds `vmap`ped in one program; its rates count
-the learner and environment steps of all seeds, and `s_per_step_per_seed`
-is the per-seed cost of an iteration).
+behaviour output in the buffer, as the reference's notebook does; not run
+by default), `fast` and `fast_vmapN` (N seeds `vmap`ped in one program; its
+rates count the learner and environment steps of all seeds, and
+`s_per_step_per_seed` is the per-seed cost of an iteration), `train` and
+`train_vmapN` (`disco.train` with its `colab` preset: the same settings).
 
 Usage:
 
@@ -66,11 +71,12 @@ def _child(mode: str, steps: int, cache: str | None) -> None:
       fast=mode.startswith('fast'),
       store_behaviour_outs=mode == 'faithful_full_buffer',
   )
-  times = []
+  times, rss = [], []
 
   def progress(step, metrics):
     del step, metrics
     times.append(time.time())
+    rss.append(_rss_gib())
 
   histories = eval_lib.run_eval_seeds(
       config, list(range(num_seeds)), progress_fn=progress
@@ -81,6 +87,7 @@ def _child(mode: str, steps: int, cache: str | None) -> None:
       json.dumps(
           dict(
               times=times,
+              rss_gib=rss,
               learned=learned.tolist(),
               steps=history.steps.tolist(),
               num_seeds=num_seeds,
@@ -90,6 +97,16 @@ def _child(mode: str, steps: int, cache: str | None) -> None:
           | _usage()
       )
   )
+
+
+def _rss_gib() -> float:
+  """This process's resident memory now (Linux; NaN elsewhere)."""
+  try:
+    with open('/proc/self/statm') as f:
+      pages = int(f.read().split()[1])
+  except OSError:
+    return float('nan')
+  return pages * resource.getpagesize() / 2**30
 
 
 def _usage() -> dict[str, float]:
@@ -109,11 +126,12 @@ def _child_train(steps: int, num_seeds: int) -> None:
 
   config = train.preset('colab', num_steps=steps)
   warmup = -(-config.learning_starts // config.num_envs) - 1
-  times, done = [], [0]
+  times, rss, done = [], [], [0]
 
   def progress(step, row):
     del row
     times.extend([time.time()] * (step - done[0]))
+    rss.extend([_rss_gib()] * (step - done[0]))
     done[0] = step
 
   result = train.run_train(config, num_seeds=num_seeds, progress_fn=progress)
@@ -122,6 +140,7 @@ def _child_train(steps: int, num_seeds: int) -> None:
       json.dumps(
           dict(
               times=times,
+              rss_gib=rss,
               learned=[i >= warmup for i in range(len(times))],
               steps=[
                   (i + 1) * config.env_steps_per_step for i in range(len(times))
@@ -169,6 +188,10 @@ def _measure(mode: str, steps: int, warmup: int, cache: str | None) -> dict:
       'startup_s': startup,
       'total_s': raw['end'] - start,
       'peak_rss_gib': raw['peak_rss_kib'] / 2**20,
+      # Resident memory a tenth of the way through and at the end: flat
+      # memory means these agree.
+      'rss_tenth_gib': raw['rss_gib'][len(raw['rss_gib']) // 10],
+      'rss_end_gib': raw['rss_gib'][-1],
       'user_s': raw['user_s'],
       'system_s': raw['system_s'],
       'page_faults': raw['page_faults'],
@@ -226,22 +249,28 @@ def main() -> None:
     print(f'{mode} total_s {result["total_s"]:.1f} ({steps} iterations)')
     print(f'{mode} peak_rss_gib {result["peak_rss_gib"]:.2f}')
     print(
+        f'{mode} rss_gib at_a_tenth {result["rss_tenth_gib"]:.3f}'
+        f' at_the_end {result["rss_end_gib"]:.3f}'
+    )
+    print(
         f'{mode} cpu_s user {result["user_s"]:.1f} system'
         f' {result["system_s"]:.1f} page_faults {result["page_faults"]:.0f}'
     )
     print(
         f'{mode} final_avg_return {result["final_avg_return"]:.2f}', flush=True
     )
-  if 'faithful' in results:
-    base = results['faithful']
+  for base_mode in ('faithful', 'faithful_full_buffer'):
+    if base_mode not in results:
+      continue
+    base = results[base_mode]
     for mode, result in results.items():
-      if mode == 'faithful':
+      if mode.startswith('faithful'):
         continue
       speedup = result['learner_steps_per_s'] / base['learner_steps_per_s']
-      print(f'{mode}/faithful steady_state_speedup {speedup:.2f}')
+      print(f'{mode}/{base_mode} steady_state_speedup {speedup:.2f}')
       if result['num_seeds'] == 1:
         print(
-            f'{mode}/faithful end_to_end_speedup '
+            f'{mode}/{base_mode} end_to_end_speedup '
             f'{base["total_s"] / result["total_s"]:.2f}'
         )
 

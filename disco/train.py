@@ -590,26 +590,25 @@ class Trainer:
     config = self.config
     warmup = self.num_warmup_steps()
     nan = float('nan')
+    # Counts are ints, so that the CSV shows them as such.
     row = dict(
-        seed=float(seed),
-        step=float(step),
-        env_steps=float(step * config.env_steps_per_step),
-        learner_steps=float(
-            max(0, step - warmup) * config.learner_steps_per_step
-        ),
+        seed=seed,
+        step=step,
+        env_steps=step * config.env_steps_per_step,
+        learner_steps=max(0, step - warmup) * config.learner_steps_per_step,
         train_return=nan,
-        train_episodes=0.0,
+        train_episodes=0,
         eval_return=nan,
-        eval_episodes=0.0,
+        eval_episodes=0,
     )
     if 'total_return' in outputs:
-      count = float(outputs['num_episodes'][s])
+      count = int(outputs['num_episodes'][s])
       row['train_episodes'] = count
       row['train_return'] = (
           float(outputs['total_return'][s]) / count if count else nan
       )
     if eval_outputs is not None:
-      count = float(eval_outputs['num_episodes'][s])
+      count = int(eval_outputs['num_episodes'][s])
       row['eval_episodes'] = count
       row['eval_return'] = (
           float(eval_outputs['total_return'][s]) / count if count else nan

@@ -18,6 +18,7 @@ from disco import eval_cli
 from disco import meta_train
 from disco import meta_train_cli
 from disco import progress
+from disco import train_cli
 from tests import tiny_args
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -267,6 +268,6 @@ def test_meta_train_interrupted_and_resumed_equals_uninterrupted(
 
 def test_readme_tables_are_the_generated_ones():
   readme = (_REPO / 'README.md').read_text()
-  for module in (eval_cli, meta_train_cli):
+  for module in (eval_cli, meta_train_cli, train_cli):
     table = cli.flags_table(module.build_parser())
     assert table in readme, f'README lacks the table of {module.PROG}:\n{table}'

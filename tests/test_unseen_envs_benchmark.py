@@ -1,12 +1,16 @@
-"""Tests of `benchmarks/unseen_envs.py` through its command line.
+"""Tests of `benchmarks/unseen_envs.py`.
 
-The script is run as a subprocess, as users run it; its metrics are
-`disco.metrics` (tests/test_metrics.py). The failure paths and the table
-printed from an existing `results.csv` are cheap; a tiny end-to-end run
-(two environments, both rules, two seeds, five iterations) is marked slow.
+The command line runs as a subprocess, as users run it; the pure parts
+(learning-rate selection, PPO's evaluation points, skipping finished runs)
+are imported from the script. The failure paths and the tables printed from
+handwritten CSV files take seconds; a tiny end-to-end run (two iterations of
+a tiny agent, disco and actor_critic, PPO only where rejax is installed) is
+marked slow.
 """
 
 import csv
+import importlib.util
+import json
 import math
 import os
 import pathlib
@@ -17,14 +21,11 @@ import pytest
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
 _SCRIPT = _REPO / 'benchmarks' / 'unseen_envs.py'
+_SPEC = importlib.util.spec_from_file_location('unseen_envs', _SCRIPT)
+unseen_envs = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(unseen_envs)
 
-_ENVS = ('gymnax:Breakout-MinAtar', 'gymnax:DeepSea-bsuite')
-_RULES = ('disco', 'actor_critic')
-_STEPS = 5
-_ROLLOUT_LEN = 5
-# Batch 4 // replay ratio 1: learning starts at the first iteration, so no
-# acting-only program is compiled (that keeps the test fast).
-_NUM_ENVS = 4
+_HAS_REJAX = importlib.util.find_spec('rejax') is not None
 
 
 def _run(*args: str, env: dict[str, str] | None = None):
@@ -44,150 +45,341 @@ def _read_csv(path):
     return list(csv.DictReader(f))
 
 
+def _write_csv(path, rows):
+  with path.open('w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+
+
+# Learning-rate selection.
+
+
+def test_selection_picks_the_highest_mean_per_rule():
+  rows = unseen_envs.select_learning_rates({
+      'disco': {1e-4: [1.0, 2.0, 3.0], 3e-4: [4.0, 0.0, 5.0], 5e-4: [2, 2, 2]},
+      'actor_critic': {1e-4: [0.5, 0.5], 3e-4: [0.1, 0.2]},
+  })
+  assert unseen_envs.chosen_rates(rows) == {'disco': 3e-4, 'actor_critic': 1e-4}
+  by_key = {(r['rule'], r['learning_rate']): r for r in rows}
+  best = by_key['disco', 3e-4]
+  assert best['chosen']
+  assert best['mean_final_return'] == pytest.approx(3.0)
+  assert best['std'] == pytest.approx(math.sqrt(7.0))
+  assert (best['min'], best['max'], best['seeds']) == (0.0, 5.0, 3)
+  assert sum(r['chosen'] for r in rows) == 2
+
+
+def test_selection_ties_nan_and_all_nan():
+  nan = math.nan
+  rows = unseen_envs.select_learning_rates({
+      # A tie goes to the rate listed first.
+      'disco': {5e-4: [1.0, 1.0], 1e-4: [1.0, 1.0]},
+      # NaN seeds are left out; a rate without any finite return loses.
+      'actor_critic': {1e-4: [nan, nan], 3e-4: [nan, -2.0]},
+  })
+  assert unseen_envs.chosen_rates(rows) == {'disco': 5e-4, 'actor_critic': 3e-4}
+  rows = unseen_envs.select_learning_rates(
+      {'disco': {3e-4: [nan], 1e-4: [nan]}}
+  )
+  assert unseen_envs.chosen_rates(rows) == {'disco': 3e-4}
+  with pytest.raises(ValueError, match='no learning rates'):
+    unseen_envs.select_learning_rates({'disco': {}})
+
+
+def test_ppo_eval_points_get_closest_to_the_budget():
+  # MinAtar (1,024 env steps an iteration), 72,500: 5 points of 14
+  # iterations, 71,680 steps (4 or 6 points reach 73,728).
+  assert unseen_envs.ppo_eval_points(1024, 72_500) == 5
+  # rejax's defaults (4,096): 5 points would take 81,920; 6 take 73,728.
+  assert unseen_envs.ppo_eval_points(4096, 72_500) == 6
+  # Exact budgets keep the preferred count.
+  assert unseen_envs.ppo_eval_points(100, 5_000) == 5
+  # At most one point per iteration.
+  assert unseen_envs.ppo_eval_points(20, 20) == 1
+  assert unseen_envs.ppo_eval_points(20, 40) == 2
+  with pytest.raises(ValueError):
+    unseen_envs.ppo_eval_points(0, 100)
+
+
+# Skipping finished runs.
+
+
+def test_finished_runs_are_skipped_and_other_settings_stop(tmp_path):
+  key = unseen_envs.RunKey('gymnax:DeepSea-bsuite', 'disco', 3e-4)
+  settings = {'config': {'num_steps': 4, 'agent_dense': (8,)}, 'num_seeds': 2}
+  assert unseen_envs.load_finished(tmp_path, key, settings) is None
+  record = dict(
+      env=key.env,
+      algo=key.algo,
+      learning_rate=key.learning_rate,
+      status=unseen_envs.DONE,
+      settings=settings,
+      seeds=[],
+  )
+  path = unseen_envs.save_record(tmp_path, record)
+  assert path == tmp_path / 'runs' / 'DeepSea-bsuite__disco__lr0.0003.json'
+  loaded = unseen_envs.load_finished(tmp_path, key, settings)
+  assert loaded['status'] == unseen_envs.DONE
+  # Another rate is another run.
+  other = unseen_envs.RunKey(key.env, key.algo, 1e-4)
+  assert unseen_envs.load_finished(tmp_path, other, settings) is None
+  # Other settings: an error naming the field, not a silent rerun.
+  changed = dict(settings, num_seeds=3)
+  with pytest.raises(unseen_envs.BenchmarkError, match='num_seeds'):
+    unseen_envs.load_finished(tmp_path, key, changed)
+  # Runs that did not finish, and broken files, run again.
+  unseen_envs.save_record(tmp_path, dict(record, status='not run: reasons'))
+  assert unseen_envs.load_finished(tmp_path, key, settings) is None
+  path.write_text('{"env": ')
+  assert unseen_envs.load_finished(tmp_path, key, settings) is None
+
+
+# The command line: errors.
+
+
 def test_readme_table_without_results_is_an_error(tmp_path):
   result = _run('--out', str(tmp_path), '--readme-table')
   assert result.returncode == 1
   assert 'run the benchmark first' in result.stderr
 
 
-def test_readme_table_summarises_seeds_from_results_csv(tmp_path):
-  settings = dict(
-      env='gymnax:DeepSea-bsuite',
-      env_steps=4640,
-      iterations=5,
-      run_wall_seconds=120.0,
-      batch_size=64,
-      replay_ratio=2,
-  )
-  disco = dict(settings, rule='disco', learning_rate=0.01, final_episodes=4)
-  rows = [
-      dict(disco, seed=0, final_avg_return='1.0'),
-      dict(disco, seed=1, final_avg_return='', final_episodes=0),
-      dict(disco, seed=2, final_avg_return='3.0'),
-      dict(
-          settings,
-          rule='actor_critic',
-          learning_rate=0.001,
-          seed=0,
-          final_avg_return='0.5',
-          final_episodes=2,
-      ),
-  ]
-  with (tmp_path / 'results.csv').open('w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=sorted(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-  result = _run('--out', str(tmp_path), '--readme-table')
-  assert result.returncode == 0, result.stderr
-  lines = result.stdout.strip().splitlines()
-  assert lines[0].startswith('| environment | rule | learning rate |')
-  assert lines[2:4] == [
-      (
-          '| DeepSea-bsuite | disco | 0.01 | 2 ± 1.41 [1, 3] (1 seed(s) without'
-          ' episodes) | 3 | 4,640 | 2.0 min |'
-      ),
-      (
-          '| DeepSea-bsuite | actor_critic | 0.001 | 0.5 ± n/a [0.5, 0.5] | 1 |'
-          ' 4,640 | 2.0 min |'
-      ),
-  ]
-  assert lines[-1] == (
-      'Final average return: episode-weighted over the last 10% of 5'
-      ' iterations; std over seeds (ddof=1). Batch 64, replay ratio 2. Runs:'
-      ' 4.0 min wall in total.'
-  )
+@pytest.mark.parametrize(
+    'flags, message',
+    [
+        (('--seeds', '0'), 'argument --seeds: must be > 0'),
+        (('--learning-rates', 'fast'), "not a valid float: 'fast'"),
+        (('--algos', 'dqn'), "invalid choice: 'dqn'"),
+        (('--envs', 'catch', 'catch'), '--envs lists a value twice'),
+        (('--envs', 'catch-cpu'), "non-jittable environment 'catch-cpu'"),
+        (('--algos', 'ppo', '--envs', 'catch'), 'ppo runs gymnax and craftax'),
+        (('--config', 'num_envs'), 'expected NAME=VALUE'),
+    ],
+)
+def test_bad_flags_are_usage_errors(tmp_path, flags, message):
+  result = _run('--out', str(tmp_path / 'out'), *flags)
+  assert result.returncode == 2
+  assert message in result.stderr
+  assert not (tmp_path / 'out').exists()
 
 
-def test_unknown_environment_fails_before_training(tmp_path):
-  result = _run(
-      '--envs', 'gymnax:NoSuchEnv-v0', '--out', str(tmp_path), '--quiet'
-  )
+def test_setup_errors_fail_before_training(tmp_path):
+  out = tmp_path / 'out'
+  rules = ('--algos', 'disco', 'actor_critic', '--envs', 'catch')
+  result = _run('--out', str(out), *rules, '--config', 'no_such_field=1')
+  assert result.returncode == 1
+  assert "unknown TrainConfig field(s) ['no_such_field']" in result.stderr
+  result = _run('--out', str(out), *rules, '--envs', 'gymnax:NoSuchEnv-v0')
   assert result.returncode == 1
   assert 'NoSuchEnv' in result.stderr
-  assert not (tmp_path / 'results.csv').exists()
-
-
-def test_missing_weights_fail_before_training(tmp_path):
   result = _run(
-      *('--rules', 'actor_critic', 'disco', '--out', str(tmp_path), '--quiet'),
+      *('--out', str(out), *rules),
       env={'DISCO_WEIGHTS': str(tmp_path / 'missing.npz')},
   )
   assert result.returncode == 1
   assert 'missing.npz' in result.stderr
-  assert not (tmp_path / 'results.csv').exists()
+  assert not out.exists()
+
+
+@pytest.mark.skipif(_HAS_REJAX, reason='rejax is installed here')
+def test_ppo_without_rejax_names_the_package(tmp_path):
+  result = _run(
+      *('--out', str(tmp_path / 'out'), '--envs', 'gymnax:DeepSea-bsuite'),
+      *('--algos', 'ppo'),
+  )
+  assert result.returncode == 1
+  assert "needs the package 'rejax'" in result.stderr
+  assert 'pip install rejax' in result.stderr
+  assert not (tmp_path / 'out').exists()
+
+
+# The command line: tables from existing CSV files.
+
+
+def _result(env, algo, seed, final, **fields):
+  row = dict(
+      env=env,
+      algo=algo,
+      seed=seed,
+      learning_rate='' if algo == 'ppo' else '0.0003',
+      final_return=final,
+      final_eval_episodes=128 if algo == 'ppo' else 16,
+      final_train_return='' if algo == 'ppo' else '0.5',
+      final_train_episodes=0 if algo == 'ppo' else 10,
+      env_steps=72500,
+      learner_steps='' if algo == 'ppo' else 241,
+      run_wall_seconds=120.0,
+      selected_on=False,
+      status='done',
+  )
+  row.update(fields)
+  return row
+
+
+def test_readme_table_from_results_and_selection_csv(tmp_path):
+  breakout, craftax = 'gymnax:Breakout-MinAtar', 'craftax:Craftax-Classic-v1'
+  rows = [
+      _result(breakout, 'disco', 0, '1.0', selected_on=True),
+      _result(breakout, 'disco', 1, '', selected_on=True),
+      _result(breakout, 'disco', 2, '3.0', selected_on=True),
+      _result(breakout, 'ppo', 0, '5.5', env_steps=71680, run_wall_seconds=60),
+      _result(craftax, 'ppo', 0, '', status='not run: too slow', env_steps=''),
+  ]
+  _write_csv(tmp_path / 'results.csv', rows)
+  selection = [
+      dict(
+          env=breakout,
+          rule='disco',
+          learning_rate=lr,
+          mean_final_return=mean,
+          std='1.4142135623730951',
+          min='1.0',
+          max='3.0',
+          seeds=3,
+          chosen=chosen,
+          run_wall_seconds=wall,
+      )
+      for lr, mean, chosen, wall in (
+          (0.0001, '0.5', False, 180.0),
+          (0.0003, '2.0', True, 120.0),
+      )
+  ]
+  _write_csv(tmp_path / 'selection.csv', selection)
+  result = _run('--out', str(tmp_path), '--readme-table')
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.strip().splitlines()
+  assert lines[:4] == [
+      (
+          '| environment | rule | learning rate | final return: mean ± std'
+          ' [min, max] | chosen |'
+      ),
+      '|---|---|---|---|---|',
+      '| Breakout-MinAtar | disco | 0.0001 | 0.5 ± 1.41 [1, 3] |  |',
+      '| Breakout-MinAtar | disco | 0.0003 | 2 ± 1.41 [1, 3] | yes |',
+  ]
+  table = lines[5:]
+  assert table[0].startswith('| environment | algorithm | learning rate |')
+  assert table[2:5] == [
+      (
+          '| Breakout-MinAtar † | disco | 0.0003 | 2 ± 1.41 [1, 3] (1 seed(s)'
+          ' without episodes) | 0.5 ± 0 [0.5, 0.5] | 3 | 72,500 | 2.0 min |'
+      ),
+      (
+          '| Breakout-MinAtar | ppo | - | 5.5 ± n/a [5.5, 5.5] | - | 1 |'
+          ' 71,680 | 1.0 min |'
+      ),
+      '| Craftax-Classic-v1 | ppo | - | not run: too slow | - | 1 | - | - |',
+  ]
+  assert table[6].startswith('† The learning-rate selection environment')
+  assert table[-1] == (
+      'Runs: 6.0 min wall in total (3.0 min in the table, 3.0 min for the'
+      ' selection runs at the rates not chosen).'
+  )
+
+
+def test_readme_table_rejects_an_old_results_csv(tmp_path):
+  _write_csv(tmp_path / 'results.csv', [dict(env='catch', rule='disco')])
+  result = _run('--out', str(tmp_path), '--readme-table')
+  assert result.returncode == 1
+  assert 'lacks the columns' in result.stderr
+
+
+# A tiny end-to-end run.
+
+# Two environments acting 5 steps: 10 env steps an iteration; batches of
+# 2 fresh and 2 replayed trajectories, learning from the first iteration.
+_TINY = (
+    *('num_envs=2', 'rollout_len=5', 'learner_batch_size=4'),
+    *('replay_fraction=0.5', 'buffer_capacity=8', 'learning_starts=2'),
+    *('agent_dense=[16]', 'agent_lstm_size=8', 'agent_head_mlp_hiddens=[8]'),
+    *('eval_envs=2', 'eval_max_steps=20'),
+)
+_TINY_PPO = ('num_envs=4', 'num_steps=5', 'num_epochs=1', 'num_minibatches=1')
 
 
 @pytest.mark.slow
-def test_tiny_benchmark_writes_results_curves_and_plot(tmp_path):
+def test_tiny_benchmark_end_to_end(tmp_path):
   out = tmp_path / 'out'
-  result = _run(
-      *('--envs', *_ENVS, '--rules', *_RULES, '--seeds', '2'),
-      *('--steps', str(_STEPS), '--batch-size', '4', '--replay-ratio', '1'),
-      *('--rollout-len', str(_ROLLOUT_LEN), '--smoothing', '2'),
-      *('--learning-rate', '5e-4', 'disco=3e-4'),
-      *('--out', str(out), '--quiet'),
+  envs = ('gymnax:Breakout-MinAtar', 'gymnax:DeepSea-bsuite')
+  algos = ('disco', 'actor_critic') + (('ppo',) if _HAS_REJAX else ())
+  args = (
+      *('--out', str(out), '--envs', *envs, '--algos', *algos),
+      *('--seeds', '2', '--learning-rates', '1e-3', '3e-3'),
+      *('--env-steps', '20', '--config', *_TINY),
+      *('--ppo-config', *_TINY_PPO, '--quiet'),
   )
+  result = _run(*args)
   assert result.returncode == 0, result.stderr
   printed = result.stdout
 
   results = _read_csv(out / 'results.csv')
-  pairs = [(r['env'], r['rule'], int(r['seed'])) for r in results]
-  assert pairs == [(e, r, s) for e in _ENVS for r in _RULES for s in (0, 1)]
-  curves = _read_csv(out / 'curves.csv')
-  assert len(curves) == len(_ENVS) * len(_RULES) * 2 * _STEPS
-  steps_per_iteration = _ROLLOUT_LEN * _NUM_ENVS
+  keys = [(r['env'], r['algo'], int(r['seed'])) for r in results]
+  assert keys == [(e, a, s) for e in envs for a in algos for s in (0, 1)]
+  selection = _read_csv(out / 'selection.csv')
+  assert [(r['rule'], float(r['learning_rate'])) for r in selection] == [
+      (rule, lr) for rule in ('disco', 'actor_critic') for lr in (1e-3, 3e-3)
+  ]
+  chosen = {
+      r['rule']: float(r['learning_rate'])
+      for r in selection
+      if r['chosen'] == 'True'
+  }
+  assert set(chosen) == {'disco', 'actor_critic'}
   for row in results:
-    assert int(row['env_steps']) == _STEPS * steps_per_iteration
-    assert int(row['iterations']) == _STEPS
+    assert row['status'] == 'done'
     assert float(row['run_wall_seconds']) > 0
-    # A bare LR for every rule, overridden per rule.
-    expected_rate = {'disco': 3e-4, 'actor_critic': 5e-4}[row['rule']]
-    assert float(row['learning_rate']) == expected_rate
-    # The final return is the last iteration's (ceil(0.5) = 1), as in the
-    # curves file.
-    (last,) = [
-        c
-        for c in curves
-        if (c['env'], c['rule'], c['seed'], c['iteration'])
-        == (row['env'], row['rule'], row['seed'], str(_STEPS))
-    ]
-    assert int(row['final_episodes']) == int(last['num_episodes'])
-    if int(row['final_episodes']):
-      final = float(row['final_avg_return'])
-      assert math.isfinite(final)
-      assert final == pytest.approx(
-          float(last['total_return']) / int(last['num_episodes'])
-      )
-    else:
-      assert row['final_avg_return'] == ''
-    if row['env'] == 'gymnax:DeepSea-bsuite':
-      # 8-step episodes: each environment ends one at step 24 (iteration
-      # 5); returns lie between the move costs and the treasure.
-      assert int(row['final_episodes']) == _NUM_ENVS
-      assert -0.01 <= float(row['final_avg_return']) <= 1.0
-
-  for row in curves:
-    assert int(row['env_steps']) == int(row['iteration']) * (
-        steps_per_iteration
+    assert row['selected_on'] == str(
+        row['env'] == envs[0] and row['algo'] != 'ppo'
     )
-    assert math.isfinite(float(row['total_return']))
-    if int(row['num_episodes']):
-      assert math.isfinite(float(row['avg_return']))
-    else:
-      assert row['avg_return'] == ''
+    if row['algo'] == 'ppo':
+      assert row['learning_rate'] == row['learner_steps'] == ''
+      assert int(row['env_steps']) == 20
+      continue
+    assert float(row['learning_rate']) == chosen[row['algo']]
+    # Two iterations of 10 env steps, each with one learner step.
+    assert (int(row['env_steps']), int(row['learner_steps'])) == (20, 2)
+    assert int(row['final_eval_episodes']) > 0
+    assert math.isfinite(float(row['final_return']))
 
+  curves = _read_csv(out / 'curves.csv')
+  for env in envs:
+    for algo in ('disco', 'actor_critic'):
+      evals = [
+          int(c['env_steps'])
+          for c in curves
+          if (c['env'], c['algo'], c['seed'], c['kind'])
+          == (env, algo, '0', 'eval')
+      ]
+      assert evals == [0, 10, 20]  # Iteration 0, then every iteration.
   png = out / 'curves.png'
   assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
-  assert png.stat().st_size > 10_000
 
-  # The printed table has one line per environment and rule, and the
-  # --readme-table mode prints the same table again from results.csv.
+  # One file per run: 2 rules x 2 rates on Breakout, the chosen ones on
+  # DeepSea, PPO on both.
+  runs = sorted(p.name for p in (out / 'runs').iterdir())
+  assert len(runs) == 4 + 2 + (2 if _HAS_REJAX else 0)
+  record = json.loads((out / 'runs' / runs[0]).read_text())
+  assert record['status'] == 'done'
+
+  # The selection table (after the selection and again at the end) and the
+  # results table: a header and one line per row each.
   table = [line for line in printed.splitlines() if line.startswith('| ')]
-  assert len(table) == 1 + len(_ENVS) * len(_RULES)
-  assert table[1].startswith('| Breakout-MinAtar | disco | ')
+  assert len(table) == 2 * (1 + 4) + 1 + len(envs) * len(algos)
   reprinted = _run('--out', str(out), '--readme-table')
   assert reprinted.returncode == 0, reprinted.stderr
-  assert reprinted.stdout.strip().startswith('| environment |')
   assert reprinted.stdout.strip() in printed
-  for name in ('results.csv', 'curves.csv', 'curves.png'):
+  for name in ('results.csv', 'selection.csv', 'curves.csv', 'curves.png'):
     assert f'Wrote {out / name}' in printed
+
+  # A rerun skips every run; a run whose file is gone runs again.
+  rate = f'{chosen["disco"]:g}'
+  (out / 'runs' / f'DeepSea-bsuite__disco__lr{rate}.json').unlink()
+  rerun = _run(*args)
+  assert rerun.returncode == 0, rerun.stderr
+  assert rerun.stdout.count('done before') == len(runs) - 1
+  assert f'DeepSea-bsuite disco lr={rate}: done before' not in rerun.stdout
+  assert f'DeepSea-bsuite disco lr={rate}: ' in rerun.stdout
+  # Other settings in the same directory stop before any training.
+  changed = _run(*args[:-1], '--seeds', '3')
+  assert changed.returncode == 1
+  assert 'holds a finished run with other settings' in changed.stderr

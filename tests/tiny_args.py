@@ -21,3 +21,21 @@ META_TRAIN = (
     '--agent-lstm-size=8',
     '--value-fn-dense=16',
 )
+
+# disco-train: two environments, batches of 2 fresh and 2 replayed
+# trajectories, learning from iteration 2 on, an evaluation every iteration.
+TRAIN = (
+    '--num-envs=2',
+    '--rollout-len=5',
+    '--learner-batch-size=4',
+    '--replay-fraction=0.5',
+    '--buffer-capacity=8',
+    '--learning-starts=4',
+    '--agent-dense=16',
+    '--agent-lstm-size=8',
+    '--agent-head-mlp-hiddens=8',
+    '--eval-every=1',
+    '--eval-envs=2',
+    '--eval-max-steps=20',
+    '--steps-per-chunk=1',
+)
