@@ -7,6 +7,8 @@ actor-critic or policy gradient). Its pure functions (`actor_step`,
 are averaged over that `pmap` axis.
 """
 
+from collections.abc import Collection
+
 import chex
 import distrax
 import dm_env
@@ -143,6 +145,7 @@ class Agent:
       single_action_spec: types.ActionSpec,
       agent_settings: config_dict.ConfigDict,
       batch_axis_name: str | None,
+      taken_action_gradients: bool = False,
   ):
     """Builds the update rule, the network and the optimizer.
 
@@ -151,6 +154,14 @@ class Agent:
       single_action_spec: spec of one action: scalar int32, bounded.
       agent_settings: e.g. `get_settings_disco()`.
       batch_axis_name: `pmap` axis to average gradients over, or None.
+      taken_action_gradients: differentiate the per-action outputs that the
+        rule's loss reads only at the taken actions
+        (`UpdateRule.taken_action_outputs`) there alone: the same loss and
+        gradient up to float rounding, with a backward pass through one
+        action instead of all (Disco: 5-13% less time per learner step on
+        a CPU, more with more actions). Off by default: the reference
+        differentiates every action, and the faithful loop reproduces its
+        rounding.
 
     Raises:
       TypeError, ValueError: unsupported action spec, unknown update rule
@@ -161,6 +172,7 @@ class Agent:
     self.single_observation_spec = single_observation_spec
     self.single_action_spec = single_action_spec
     self._batch_axis_name = batch_axis_name
+    self._taken_action_gradients = taken_action_gradients
     self._num_actions = int(
         single_action_spec.maximum - single_action_spec.minimum + 1
     )
@@ -271,6 +283,7 @@ class Agent:
       agent_net_params: hk.Params,
       agent_net_state: hk.State,
       rollout: types.ActorRollout,
+      taken_only: Collection[str] = (),
   ) -> tuple[types.AgentOuts, hk.State]:
     """Applies the network to a whole rollout [T+1, B, ...].
 
@@ -279,11 +292,24 @@ class Agent:
     opposite of a reset mask. It has no effect for the (stateless) MLP
     network, the only one the reference defines; a recurrent torso would
     need [False, discounts[:-1] == 0].
+
+    `taken_only` names per-action outputs whose gradient is needed at the
+    rollout's actions only: same values, a cheaper backward pass (see
+    `LSTMModel.model_step`).
     """
     masks = rollout.discounts[:-1] > 0
     should_reset = jnp.concatenate([jnp.zeros_like(masks[:1]), masks], axis=0)
+    if not taken_only:
+      return self._network.unroll(
+          agent_net_params, agent_net_state, rollout.observations, should_reset
+      )
     return self._network.unroll(
-        agent_net_params, agent_net_state, rollout.observations, should_reset
+        agent_net_params,
+        agent_net_state,
+        rollout.observations,
+        should_reset,
+        taken_actions=rollout.actions,
+        taken_only=tuple(sorted(taken_only)),
     )
 
   def _update_rule_inputs(
@@ -315,8 +341,11 @@ class Agent:
       value_out: types.ValueOuts | None = None,
   ) -> tuple[chex.Array, tuple[types.MetaState, hk.State, types.LogDict]]:
     """The masked mean of the rule's per-step losses, with logs."""
+    taken_only = ()
+    if self._taken_action_gradients:
+      taken_only = self.update_rule.taken_action_outputs
     agent_out, new_agent_net_state = self.unroll_net(
-        agent_net_params, agent_net_state, rollout
+        agent_net_params, agent_net_state, rollout, taken_only=taken_only
     )
     inputs = self._update_rule_inputs(rollout, agent_out, value_out)
     loss, log = self.update_rule.agent_loss(

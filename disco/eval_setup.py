@@ -142,9 +142,14 @@ def _make_env(config: EvalConfig) -> base_env.Environment:
 
 
 def build(
-    config: EvalConfig, update_rule_params: types.MetaParams | None
+    config: EvalConfig,
+    update_rule_params: types.MetaParams | None,
+    taken_action_gradients: bool = False,
 ) -> Setup:
   """The run's pieces; `update_rule_params` None loads the default ones.
+
+  `taken_action_gradients` is the `Agent`'s option (off: the reference's
+  rounding, which the faithful loop and the fast path keep).
 
   Raises:
     ValueError: if the update-rule parameters do not fit the rule.
@@ -156,6 +161,7 @@ def build(
       single_observation_spec=env.single_observation_spec(),
       single_action_spec=env.single_action_spec(),
       batch_axis_name=devices_lib.AXIS_NAME,
+      taken_action_gradients=taken_action_gradients,
   )
   if update_rule_params is None:
     update_rule_params = default_update_rule_params(config, agent.update_rule)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import functools
 import pathlib
+import threading
 import time
 from typing import Any
 
@@ -208,7 +209,11 @@ class Trainer:
       raise ValueError('Give at least one seed.')
     if len(set(self.seeds)) != len(self.seeds):
       raise ValueError(f'Seeds must differ, got {list(self.seeds)}.')
-    setup = eval_setup.build(config, update_rule_params)
+    # Gradients through the taken actions only: the trainer need not keep
+    # the reference's rounding, and a learner step is cheaper.
+    setup = eval_setup.build(
+        config, update_rule_params, taken_action_gradients=True
+    )
     self.setup = dataclasses.replace(setup, devices=select_devices(config))
     self.eval_env = registry.make_environment(
         config.env,
@@ -235,6 +240,9 @@ class Trainer:
     self._evaluate = jax.pmap(
         seeds_axis(evaluate, in_axes=(0, 0)), axis_name=_AXIS, devices=devices
     )
+    # Background compilations of the chunk programs: learn -> (thread,
+    # errors).
+    self._compilations: dict[bool, tuple[threading.Thread, list]] = {}
 
   @property
   def num_devices(self) -> int:
@@ -509,6 +517,12 @@ class Trainer:
     if _program_config(config) != _program_config(self.config):
       raise ValueError('config needs other programs than this trainer has.')
     ckpt = checkpoints.latest(resume)
+    warmup = min(config.num_steps, self.num_warmup_steps())
+    if config.num_steps > max(warmup, 0 if ckpt is None else ckpt.step):
+      # The learning program, the largest, compiles while the state is
+      # built and the acting-only iterations run: on two cores that hides
+      # most of the acting program's compilation and of the evaluation's.
+      self._compile_in_background(learn=True)
     rows: list[dict[str, float]] = []
     step = 0
     if ckpt is None:
@@ -541,11 +555,11 @@ class Trainer:
 
     if step == 0 and config.eval_every:
       add_rows({}, self.evaluate(state, 0))
-    warmup = min(config.num_steps, self.num_warmup_steps())
     while step < config.num_steps:
       learn = step >= warmup
       end = config.num_steps if learn else warmup
       num = min(config.steps_per_chunk, end - step)
+      self._wait_for_compilation(learn)
       state, outputs = self._chunks[learn](state, rule_params, np.int32(num))
       outputs = jax.tree.map(np.atleast_1d, devices_lib.first_copy(outputs))
       outputs['num_iterations'] = num
@@ -577,6 +591,66 @@ class Trainer:
         params=per_seed,
         num_devices=self.num_devices,
     )
+
+  def _abstract_chunk_inputs(self) -> tuple[Any, Any]:
+    """Shapes, dtypes and shardings of a chunk's (state, rule parameters).
+
+    Both are `pmap` outputs (`initial_state`, `restore_state`,
+    `place_like_pmap`): [D, ...] leaves split over a mesh of the devices
+    with the `pmap` axis.
+    """
+    devices = self.setup.devices
+    sharding = jax.sharding.NamedSharding(
+        jax.sharding.Mesh(np.asarray(devices), (_AXIS,)),
+        jax.sharding.PartitionSpec(_AXIS),
+    )
+    state = jax.eval_shape(self._init, self._seed_keys())
+    rule_params = jax.eval_shape(
+        lambda tree: jax.tree.map(
+            lambda x: jnp.broadcast_to(x, (len(devices),) + x.shape), tree
+        ),
+        self.setup.update_rule_params,
+    )
+    return jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(
+            x.shape, x.dtype, sharding=sharding, weak_type=x.weak_type
+        ),
+        (state, rule_params),
+    )
+
+  def _compile_in_background(self, learn: bool) -> None:
+    """Starts compiling chunk program `learn`, once per trainer.
+
+    XLA releases the GIL while it compiles, so the caller goes on;
+    `_wait_for_compilation` joins the thread before the program's first
+    call, which finds it compiled (same shapes, dtypes and shardings)
+    rather than compiling it again.
+    """
+    if learn in self._compilations:
+      return
+    errors = []
+
+    def _compile() -> None:
+      try:
+        state, rule_params = self._abstract_chunk_inputs()
+        self._chunks[learn].lower(state, rule_params, np.int32(1)).compile()
+      except Exception as e:  # pylint: disable=broad-exception-caught
+        errors.append(e)
+
+    thread = threading.Thread(target=_compile, daemon=True)
+    thread.start()
+    self._compilations[learn] = (thread, errors)
+
+  def _wait_for_compilation(self, learn: bool) -> None:
+    """Joins a background compilation of program `learn`, if one ran."""
+    if learn not in self._compilations:
+      return
+    thread, errors = self._compilations[learn]
+    thread.join()
+    if errors:
+      # The call compiles in the foreground instead, and raises there if
+      # the program is broken.
+      del self._compilations[learn]
 
   def _row(
       self,

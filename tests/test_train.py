@@ -5,6 +5,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
 
 import chex
 import jax
@@ -90,6 +91,41 @@ def test_replayed_positions_are_uniform_over_the_filled_rows():
   assert counts[12:].sum() == 0
   # 4000 draws over 12 slots: each about 333 (binomial std ~17).
   np.testing.assert_allclose(counts[:12], 4000 / 12, rtol=0.2)
+
+
+def test_the_learning_program_compiles_once_in_the_background(monkeypatch):
+  # Two acting-only iterations, then learning: the learning program
+  # compiles in a thread while the state is built and the first iterations
+  # act, and its first call finds it compiled. A fresh trainer, so that no
+  # earlier test's programs are reused.
+  config = _tiny(num_steps=3, learning_starts=4, buffer_capacity=8)
+  trainer = train.Trainer(config, [config.seed])
+  monkeypatch.setattr(train, '_trainer_for', lambda *_: trainer)
+  compiles = []
+
+  def listener(name: str, duration: float, **kwargs) -> None:
+    if name == '/jax/core/compile/backend_compile_duration':
+      compiles.append(
+          (threading.current_thread(), kwargs.get('fun_name'), duration)
+      )
+
+  def in_foreground() -> int:
+    return sum(c[0] is threading.main_thread() for c in compiles)
+
+  after_chunks = []
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  try:
+    train.run_train(
+        config, progress_fn=lambda *_: after_chunks.append(in_foreground())
+    )
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listener)
+  in_background = [c for c in compiles if c[0] is not threading.main_thread()]
+  assert len(in_background) == 1, compiles
+  # Chunks end at iterations 1 (acting only) and 3 (learning): the second
+  # compiled nothing in the foreground.
+  assert len(after_chunks) == 2, after_chunks
+  assert after_chunks[0] == after_chunks[1], after_chunks
 
 
 @pytest.mark.slow
@@ -184,6 +220,7 @@ def test_resume_refuses_another_run(tmp_path):
 _DEVICES_WORKER = r"""
 import json
 import sys
+import threading
 
 import jax
 import numpy as np

@@ -5,6 +5,8 @@ state, steps an LSTM once per action with a one-hot action as input, and
 applies one MLP head per output, giving [B, A, ...] predictions.
 """
 
+from collections.abc import Collection
+
 import chex
 import haiku as hk
 import jax
@@ -50,39 +52,88 @@ class LSTMModel:
     self._head_mlp_hiddens = tuple(head_mlp_hiddens)
     self._lstm_size = lstm_size
 
-  def _model_transition_all_actions(
-      self, embedding: hk.LSTMState
+  def _transition(
+      self,
+      lstm: hk.LSTM,
+      embedding: hk.LSTMState,
+      actions: chex.Array,
   ) -> chex.Array:
-    """Steps the transition LSTM once for each action: [B*A, lstm_size]."""
+    """Steps the transition LSTM from each state with its action [N, H].
+
+    Args:
+      lstm: the transition LSTM.
+      embedding: root states [N, H].
+      actions: int actions [N].
+    """
     num_actions = utils.get_num_actions_from_spec(self._action_spec)
-    batch_size = embedding.cell.shape[0]
-    one_hots = jnp.eye(num_actions, dtype=embedding.cell.dtype)  # [A, A]
-    actions_in = jnp.tile(one_hots, (batch_size, 1))  # [B*A, A]
-    # Row b*A + a holds the state of batch element b, stepped with action a.
-    states_in = jax.tree.map(
-        lambda x: jnp.repeat(x, num_actions, axis=0), embedding
-    )
-    output, _ = hk.LSTM(self._lstm_size, name='action_cond')(
-        actions_in, states_in
-    )
+    one_hots = jax.nn.one_hot(actions, num_actions, dtype=embedding.cell.dtype)
+    output, _ = lstm(one_hots, embedding)
     return output
 
-  def _model_head_pass(
-      self, transition_output: chex.Array
+  def _heads(
+      self, heads: dict[str, hk.Module], transition_output: chex.Array
   ) -> dict[str, chex.Array]:
-    """Applies one MLP per output spec; outputs are [B, A, *spec.shape]."""
-    num_actions = utils.get_num_actions_from_spec(self._action_spec)
-    batch_size = transition_output.shape[0] // num_actions
-    outputs = {}
-    for key, spec in self._out_spec.items():
-      sizes = self._head_mlp_hiddens + (int(np.prod(spec.shape)),)
-      flat = hk.nets.MLP(sizes)(transition_output)
-      outputs[key] = flat.reshape((batch_size, num_actions) + spec.shape)
-    return outputs
+    """Each output's MLP on [N, H] transition outputs: [N, *spec.shape]."""
+    return {
+        key: (
+            heads[key](transition_output).reshape(
+                (-1,) + tuple(self._out_spec[key].shape)
+            )
+        )
+        for key in self._out_spec
+    }
 
-  def model_step(self, embedding: hk.LSTMState) -> dict[str, chex.Array]:
-    """Per-action outputs from a root embedding."""
-    return self._model_head_pass(self._model_transition_all_actions(embedding))
+  def model_step(
+      self,
+      embedding: hk.LSTMState,
+      taken_actions: chex.Array | None = None,
+      taken_only: Collection[str] = (),
+  ) -> dict[str, chex.Array]:
+    """Per-action outputs [B, A, ...] from root embeddings [B, H].
+
+    Args:
+      embedding: the root states [B, H].
+      taken_actions: the actions taken from each state [B], or None.
+      taken_only: outputs whose gradient is wanted at `taken_actions` only
+        (a loss that reads them nowhere else). Their values are unchanged;
+        the transition and heads are applied once more, to the taken
+        actions alone, and gradients flow through that application. The
+        backward pass then costs one action's worth instead of A.
+    """
+    num_actions = utils.get_num_actions_from_spec(self._action_spec)
+    batch_size = embedding.cell.shape[0]
+    # Creation order (LSTM, then one MLP per output in the spec's order) is
+    # what names the parameters: action_cond, mlp, mlp_1, ...
+    lstm = hk.LSTM(self._lstm_size, name='action_cond')
+    heads = {
+        key: hk.nets.MLP(self._head_mlp_hiddens + (int(np.prod(spec.shape)),))
+        for key, spec in self._out_spec.items()
+    }
+    # Row b*A + a: state b stepped with action a.
+    all_actions = jnp.tile(jnp.arange(num_actions), batch_size)  # [B*A]
+    states = jax.tree.map(
+        lambda x: jnp.repeat(x, num_actions, axis=0), embedding
+    )
+    outputs = self._heads(heads, self._transition(lstm, states, all_actions))
+    outputs = {
+        key: x.reshape((batch_size, num_actions) + x.shape[1:])
+        for key, x in outputs.items()
+    }
+    taken_only = [key for key in self._out_spec if key in taken_only]
+    if taken_actions is None or not taken_only:
+      return outputs
+    chex.assert_shape(taken_actions, (batch_size,))
+    taken = self._heads(heads, self._transition(lstm, embedding, taken_actions))
+    one_hot = jax.nn.one_hot(taken_actions, num_actions)  # [B, A]
+    for key in taken_only:
+      # The value of `outputs[key]`, the gradient of `taken[key]` in the
+      # taken action's slot (x - stop_gradient(x) is 0 with x's gradient).
+      delta = taken[key] - jax.lax.stop_gradient(taken[key])  # [B, ...]
+      mask = one_hot.reshape(one_hot.shape + (1,) * (delta.ndim - 1))
+      outputs[key] = jax.lax.stop_gradient(
+          outputs[key]
+      ) + mask * jnp.expand_dims(delta, 1)
+    return outputs
 
   def root_embedding(self, state: chex.Array) -> hk.LSTMState:
     """Maps the torso output to an LSTM state (cell, tanh(cell))."""

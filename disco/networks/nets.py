@@ -5,7 +5,8 @@ order of random initialisation) from them, and they reproduce the
 reference's parameter tree, e.g. `mlp/~_embedding_pass/torso/~/linear_0`.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+import functools
 from typing import Any
 
 import chex
@@ -118,19 +119,41 @@ class MLPHeadNet(hk.Module):
     return jax.tree.map(_head, self._out_spec)
 
   def unroll(
-      self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
+      self,
+      inputs: chex.ArrayTree,
+      should_reset: chex.Array | None = None,
+      taken_actions: chex.Array | None = None,
+      taken_only: Collection[str] = (),
   ) -> dict[str, chex.Array]:
     """Applies the network to [T, B, ...] inputs by merging T and B."""
-    return hk.BatchApply(self.__call__)(inputs, should_reset)
+    call = functools.partial(self.__call__, taken_only=taken_only)
+    return hk.BatchApply(call)(inputs, should_reset, taken_actions)
 
   def __call__(
-      self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
+      self,
+      inputs: chex.ArrayTree,
+      should_reset: chex.Array | None = None,
+      taken_actions: chex.Array | None = None,
+      taken_only: Collection[str] = (),
   ) -> dict[str, chex.Array]:
+    """The flat outputs [B, ...] and the per-action ones [B, A, ...].
+
+    Args:
+      inputs: observations [B, ...].
+      should_reset: unused by this (stateless) network.
+      taken_actions: the actions taken [B], for `taken_only`.
+      taken_only: per-action outputs whose gradient is wanted at the taken
+        actions only (see `LSTMModel.model_step`); values are unchanged.
+    """
     torso = self._embedding_pass(inputs)
     out = self._head_pass(torso)
     if self._model is not None:
       root = self._model.root_embedding(torso)
-      out.update(self._model.model_step(root))
+      out.update(
+          self._model.model_step(
+              root, taken_actions=taken_actions, taken_only=taken_only
+          )
+      )
     return out
 
 

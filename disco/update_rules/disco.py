@@ -28,6 +28,10 @@ _META_NETS = ('lstm',)
 class DiscoUpdateRule(base.UpdateRule):
   """The discovered update rule, parameterised by its meta-network."""
 
+  # The losses read z, aux_pi and q at the taken action only (z_a, aux_pi_a
+  # and q_a below); the meta-network reads every action, without gradient.
+  taken_action_outputs = frozenset({'z', 'aux_pi', 'q'})
+
   def __init__(
       self,
       net: config_dict.ConfigDict,

@@ -1,0 +1,165 @@
+"""Gradients through the taken actions only (`taken_only`).
+
+The action model can give the per-action outputs' values for every action
+and their gradient through the taken actions alone. That is exact when a
+loss reads those outputs at the taken actions only (Disco's z, aux_pi and
+q), and wrong otherwise: both are checked here, and a whole learner step of
+Disco103 with and without the option.
+"""
+
+from dm_env import specs
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from disco import agent as agent_lib
+from disco import types
+from disco import weights
+from disco.networks import nets
+
+_NUM_ACTIONS = 4
+_ACTION_SPEC = specs.BoundedArray((), np.int32, 0, _NUM_ACTIONS - 1)
+_OUT = {'z': types.ArraySpec((6,), jnp.float32)}
+_B = 5
+
+
+def _network(**kwargs):
+  return nets.get_network(
+      'mlp',
+      out_spec={'logits': types.ArraySpec((_NUM_ACTIONS,), jnp.float32)},
+      dense=(8,),
+      action_spec=_ACTION_SPEC,
+      head_w_init_std=None,
+      model_out_spec=_OUT,
+      model_arch_name='lstm',
+      model_kwargs=dict(head_mlp_hiddens=(7,), lstm_size=3),
+      **kwargs,
+  )
+
+
+def _inputs():
+  obs = jax.random.normal(jax.random.PRNGKey(1), (_B, 10))
+  actions = jnp.array([0, 3, 1, 1, 2], jnp.int32)
+  return obs, actions
+
+
+def _grads(weights_of_z, taken_only):
+  """Gradient of sum(weights * z) w.r.t. the network's parameters."""
+  network = _network()
+  obs, actions = _inputs()
+  params, state = network.init(jax.random.PRNGKey(0), obs)
+
+  def loss(params):
+    out, _ = network.one_step(
+        params, state, obs, None, taken_actions=actions, taken_only=taken_only
+    )
+    return jnp.sum(weights_of_z * out['z']), out
+
+  return jax.grad(loss, has_aux=True)(params)
+
+
+def test_values_are_unchanged_and_parameters_keep_their_names():
+  network = _network()
+  obs, actions = _inputs()
+  params, state = network.init(jax.random.PRNGKey(0), obs)
+  plain, _ = network.one_step(params, state, obs)
+  taken, _ = network.one_step(
+      params, state, obs, None, taken_actions=actions, taken_only=('z',)
+  )
+  for key in plain:
+    np.testing.assert_array_equal(taken[key], plain[key], err_msg=key)
+  assert plain['z'].shape == (_B, _NUM_ACTIONS, 6)
+  names = set(weights.flatten_params(params))
+  assert 'mlp/action_cond/linear/w' in names, sorted(names)
+  assert 'mlp/mlp/~/linear_1/w' in names, sorted(names)
+
+
+def test_gradient_equals_the_full_one_when_the_loss_reads_taken_actions():
+  _, actions = _inputs()
+  w = jax.random.normal(jax.random.PRNGKey(2), (_B, 6))
+  # The loss reads z at the taken action only, as Disco's losses do.
+  at_taken = jax.nn.one_hot(actions, _NUM_ACTIONS)[:, :, None] * w[:, None]
+  full, _ = _grads(at_taken, taken_only=())
+  cheap, _ = _grads(at_taken, taken_only=('z',))
+  jax.tree.map(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+      full,
+      cheap,
+  )
+  # Not vacuous: the action model's parameters do get a gradient.
+  assert np.abs(full['mlp/mlp/~/linear_1']['w']).max() > 1e-3
+
+
+def test_gradient_is_wrong_when_the_loss_reads_other_actions():
+  # Why the option is opt-in per output: a loss that reads every action
+  # loses the other actions' gradient.
+  w = jax.random.normal(jax.random.PRNGKey(2), (_B, _NUM_ACTIONS, 6))
+  full, _ = _grads(w, taken_only=())
+  cheap, _ = _grads(w, taken_only=('z',))
+  difference = np.abs(
+      full['mlp/mlp/~/linear_1']['w'] - cheap['mlp/mlp/~/linear_1']['w']
+  ).max()
+  assert difference > 1e-2, difference
+
+
+def test_disco_learner_step_is_the_same_with_taken_action_gradients():
+  disco103 = weights.load_disco103(download=False)
+  settings = agent_lib.get_settings_disco()
+  settings.net_settings.net_args.dense = (32, 32)
+  settings.net_settings.net_args.model_kwargs = dict(
+      head_mlp_hiddens=(16,), lstm_size=16
+  )
+  obs_spec = {'observation': specs.Array((5, 5, 1), np.float32)}
+
+  def agent(taken):
+    return agent_lib.Agent(
+        single_observation_spec=obs_spec,
+        single_action_spec=_ACTION_SPEC,
+        agent_settings=settings,
+        batch_axis_name=None,
+        taken_action_gradients=taken,
+    )
+
+  plain, cheap = agent(False), agent(True)
+  learner_state = plain.initial_learner_state(jax.random.PRNGKey(0))
+  t_plus_1, b = 6, 3
+  keys = jax.random.split(jax.random.PRNGKey(3), 3)
+  logits = jax.random.normal(keys[0], (t_plus_1, b, _NUM_ACTIONS))
+  rollout = types.ActorRollout(
+      observations=jax.random.uniform(keys[1], (t_plus_1, b, 5, 5, 1)),
+      actions=jax.random.randint(keys[2], (t_plus_1, b), 0, _NUM_ACTIONS),
+      rewards=jnp.where(jnp.arange(t_plus_1)[:, None] % 3 == 2, 1.0, 0.0)
+      * jnp.ones((t_plus_1, b)),
+      discounts=jnp.ones((t_plus_1, b), bool).at[3, 1].set(False),
+      logits=logits,
+      agent_outs={'logits': logits},
+      states={},
+  )
+
+  def step(agent):
+    state, _, logs = agent.learner_step(
+        jax.random.PRNGKey(0), rollout, learner_state, {}, disco103, False
+    )
+    return state.params, {k: v for k, v in logs.items() if k != 'meta_out'}
+
+  # One program for both (they share the meta-network's pass): one compile.
+  (params, logs), (cheap_params, cheap_logs) = jax.jit(
+      lambda: (step(plain), step(cheap))
+  )()
+  for key in logs:
+    np.testing.assert_allclose(
+        cheap_logs[key], logs[key], rtol=1e-4, atol=1e-7, err_msg=key
+    )
+  # The update moved the action model (so its gradient was compared).
+  moved = hk.data_structures.to_mutable_dict(
+      jax.tree.map(
+          lambda a, b: np.abs(a - b).max(), params, learner_state.params
+      )
+  )
+  assert moved['mlp/mlp/~/linear_1']['w'] > 0
+  jax.tree.map(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
+      cheap_params,
+      params,
+  )
