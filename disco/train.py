@@ -21,6 +21,12 @@ fresh part takes the environments whose index is k modulo
 
 Evaluation episodes run on separate environment instances with the same
 policy (actions sampled), and are reported apart from training returns.
+
+Two things make it faster than the fast path at the same settings: the
+agent differentiates the per-action outputs that the rule reads at the
+taken actions only there (`Agent(taken_action_gradients=True)`: the same
+gradient, up to float rounding, for less work), and the learning program
+compiles in a background thread while the acting-only iterations run.
 """
 
 from collections.abc import Callable, Mapping, Sequence

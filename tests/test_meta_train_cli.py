@@ -12,6 +12,7 @@ import pathlib
 import chex
 import jax
 import numpy as np
+import pytest
 
 from disco import checkpoint
 from disco import meta_train
@@ -19,9 +20,14 @@ from disco import meta_train_cli
 from disco import weights
 from tests import tiny_args
 
+# In the pytest worker of tests/test_meta_train.py, whose tiny run is this
+# one: its meta-step compiles once for both.
+pytestmark = pytest.mark.xdist_group('meta_train_tiny')
+
 _TINY_ARGS = [*tiny_args.META_TRAIN, '--checkpoint-every=1']
 _TINY = meta_train.MetaTrainConfig(
     num_steps=2,
+    num_inner_steps=1,
     rollout_len=4,
     envs_per_device=4,
     agent_dense=(16,),

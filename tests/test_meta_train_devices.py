@@ -5,9 +5,9 @@ before JAX starts. It checks the reference's `pmap` semantics: the rule,
 the logs and the agents' parameters are identical on every device
 (meta-gradients, learner gradients and logs are averaged) while the
 devices' environments differ (each device acts with its own key); on 2
-devices, one meta-step `pmap`ped equals the same function `vmap`ped over a
-named axis on one device (where `pmean` has the same meaning); and a
-resumed multi-device run equals a straight one bit for bit.
+devices (a `slow` case), one meta-step `pmap`ped equals the same function
+`vmap`ped over a named axis on one device (where `pmean` has the same
+meaning); and a resumed multi-device run equals a straight one bit for bit.
 
 The `slow` test runs two processes joined by `jax.distributed.initialize`
 (one CPU device each, Gloo collectives) and checks that they compute what
@@ -123,13 +123,17 @@ print(json.dumps(report))
 """
 
 
-# 4 devices is slow (CI time: run with `pytest -m slow`); 2 stays in CI.
+# CI runs 2 devices; 4 devices and the vmap emulation (one more compilation
+# of the meta-step, about a minute) are slow (`pytest -m slow`).
 @pytest.mark.parametrize(
-    'num_devices', [2, pytest.param(4, marks=pytest.mark.slow)]
+    'num_devices, emulate',
+    [
+        (2, False),
+        pytest.param(2, True, marks=pytest.mark.slow),
+        pytest.param(4, False, marks=pytest.mark.slow),
+    ],
 )
-def test_pmap_semantics_on_forced_cpu_devices(num_devices, tmp_path):
-  # The vmap emulation (one more compilation) runs on 2 devices only.
-  emulate = num_devices == 2
+def test_pmap_semantics_on_forced_cpu_devices(num_devices, emulate, tmp_path):
   result = subprocess.run(
       [
           sys.executable,

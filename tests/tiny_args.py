@@ -12,8 +12,11 @@ EVAL = (
     '--value-fn-dense=8',
 )
 
-# disco-meta-train: rollouts of 4 steps in 4 environments, a tiny agent.
+# disco-meta-train: one inner step, rollouts of 4 steps in 4 environments, a
+# tiny agent (the settings of the meta-training notebook's test, so that
+# they share compiled programs).
 META_TRAIN = (
+    '--num-inner-steps=1',
     '--rollout-len=4',
     '--envs-per-device=4',
     '--agent-dense=16',
