@@ -162,6 +162,9 @@ def _is_meta_update(fun_name: str) -> bool:
   return fun_name == 'jit(_fun)' or 'meta_update' in fun_name
 
 
+# Slow (CI time: a meta-step compiled for this test alone, about a minute);
+# the trainer's equivalent (tests/test_train.py) stays in CI.
+@pytest.mark.slow
 def test_a_fresh_run_compiles_the_meta_update_exactly_once(monkeypatch):
   # A fresh trainer (no compiled meta-update from earlier tests), built for
   # a small program and kept out of the shared cache.
