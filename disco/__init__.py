@@ -4,8 +4,9 @@ DiscoRL (Oh et al., "Discovering state-of-the-art reinforcement learning
 algorithms", Nature 648, 2025) meta-learns a reinforcement-learning update
 rule; Disco103 is the published one. This package trains agents with it (or
 with actor-critic and policy-gradient baselines) on any JAX environment
-(`run_train`), reproduces the reference's evaluation colab (`run_eval`) and
-meta-trains new rules (`run_meta_train`).
+(`run_train`), reproduces the reference's evaluation colab (`run_eval`),
+meta-trains new rules as its meta-training colab does (`run_meta_train`)
+and discovers them with the paper's recipe (`run_discovery`).
 """
 
 import warnings
@@ -31,6 +32,9 @@ from disco.agent import LearnerState
 from disco.agent import get_settings_actor_critic
 from disco.agent import get_settings_disco
 from disco.agent import get_settings_policy_gradient
+from disco.discovery_config import DiscoveryConfig
+from disco.discovery_runtime import DiscoveryResult
+from disco.discovery_runtime import run_discovery
 from disco.environments.catch import CatchEnvironment
 from disco.environments.jittable_envs import CatchJittableEnvironment
 from disco.eval import EvalConfig
@@ -61,6 +65,8 @@ __all__ = (
     'CatchEnvironment',
     'CatchJittableEnvironment',
     'DiscoUpdateRule',
+    'DiscoveryConfig',
+    'DiscoveryResult',
     'EvalConfig',
     'EvalHistory',
     'LearnerState',
@@ -77,6 +83,7 @@ __all__ = (
     'get_settings_policy_gradient',
     'load_disco103',
     'load_update_rule_params',
+    'run_discovery',
     'run_eval',
     'run_eval_seeds',
     'run_meta_train',

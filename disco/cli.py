@@ -443,10 +443,14 @@ def load_config(
 def prepare_run(args: argparse.Namespace, run_dir: RunDir, config: Any) -> None:
   """Checks what can be checked before a run starts, then makes `--out-dir`.
 
-  The environment and its settings, matplotlib (unless `--no-plot`), and
+  The environment and its settings (each of a population's), matplotlib (unless `--no-plot`), and
   that a new run does not overwrite another's checkpoints.
   """
-  check_environment(config.env, config.env_settings)
+  if hasattr(config, 'members'):  # A population (`DiscoveryConfig`).
+    for member in config.members:
+      check_environment(member.env, member.settings)
+  else:
+    check_environment(config.env, config.env_settings)
   if args.plot:
     # pylint: disable-next=g-import-not-at-top
     from disco import plotting

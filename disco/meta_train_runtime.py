@@ -78,7 +78,7 @@ class _LoopState:
   step: int
 
 
-def _params_digest(params: weights.Params) -> str:
+def params_digest(params: weights.Params) -> str:
   """SHA-256 of the parameters' names, shapes and float32 values."""
   digest = hashlib.sha256()
   for key, leaf in sorted(weights.flatten_params(params).items()):
@@ -101,7 +101,7 @@ def _scalar_logs(
   return logs
 
 
-def _stacked_logs(logs: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
+def stacked_logs(logs: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
   """Per-step logs as one [num_steps] array per key."""
   keys = sorted(logs[0]) if logs else []
   return {k: np.asarray([log[k] for log in logs]) for k in keys}
@@ -281,7 +281,7 @@ class _MetaTrainer:
         checkpoint_lib.flatten_tree(state.agents_states, 'agents_states')
     )
     arrays['rng'] = np.asarray(state.rng)
-    for key, values in _stacked_logs(logs).items():
+    for key, values in stacked_logs(logs).items():
       arrays[f'logs/{key}'] = values
     return checkpoint_lib.save(
         root,
@@ -550,7 +550,7 @@ def run_meta_train(
   init_digest = None
   if params is not None:
     trainer.check_params(params)
-    init_digest = _params_digest(params)
+    init_digest = params_digest(params)
   if resume:
     ckpt = checkpoint_lib.load(root)
     _check_resumable(ckpt, config, init_digest, num_local)
@@ -571,7 +571,7 @@ def run_meta_train(
   else:
     if params is None:
       params = trainer.random_params()
-      init_digest = _params_digest(params)
+      init_digest = params_digest(params)
     state = trainer.initial_state(params)
     logs = []
     last_saved = None
@@ -605,7 +605,7 @@ def run_meta_train(
 
   return MetaTrainResult(
       update_rule_params=trainer.host_params(state),
-      logs=_stacked_logs(logs),
+      logs=stacked_logs(logs),
       num_steps=state.step,
       checkpoint_path=last_saved,
   )

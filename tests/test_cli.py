@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from disco import cli
+from disco import discovery_cli
 from disco import eval as eval_lib
 from disco import eval_cli
 from disco import meta_train
@@ -270,6 +271,6 @@ def test_meta_train_interrupted_and_resumed_equals_uninterrupted(
 
 def test_readme_tables_are_the_generated_ones():
   readme = (_REPO / 'README.md').read_text()
-  for module in (eval_cli, meta_train_cli, train_cli):
+  for module in (eval_cli, meta_train_cli, train_cli, discovery_cli):
     table = cli.flags_table(module.build_parser())
     assert table in readme, f'README lacks the table of {module.PROG}:\n{table}'

@@ -1,0 +1,431 @@
+"""`DiscoveryConfig`: the paper's discovery recipe as settings.
+
+The reference's meta-training colab (`MetaTrainConfig`, which stays the
+default of `disco-meta-train` and keeps its parity) trains one population on
+one environment with one shared Adam. The paper (Oh et al., Nature 648,
+2025, Methods and Supplement) discovered Disco57 and Disco103 with more
+machinery, which this config describes:
+
+* a population across environments (`population`: environment specs and
+  how many members each gets; Disco103 used two members per environment);
+* lifetimes: a member's agent is reset once it has taken its budget of
+  environment steps, the budget drawn from `lifetime_budgets` with weight
+  proportional to 1 / budget (so each budget gets the same experience);
+* the meta-gradient back-propagated over a window of `num_inner_steps`
+  agent updates (K = 20 in the paper), rematerialised per update;
+* a meta-value function trained with V-trace (discount 0.997, lambda 0.95)
+  whose advantages are normalised by EMAs over the agent's lifetime
+  (decay 0.99), on `valid_envs` fresh trajectories per meta-step (48);
+* a separate Adam per member (step 1e-3, gradients clipped to global norm
+  1.0), their updates averaged: eta <- eta + mean_i Adam_i(g_i);
+* agents optimised with Adam 3e-4 on batches of 96 trajectories of 29
+  steps, 90% replayed and 10% fresh.
+
+Not given by the paper and chosen here: the agent network (the colab's MLP
+agent), the meta-value network (the colab's), the replay capacity, the
+regulariser weights (the colab's), how the window slides (by K: each
+meta-step takes the next K updates, the agent carrying its state on), that
+a window's K fresh rollouts are acted with the parameters at the window's
+start (the meta-gradient never flows through acting), what a reset renews
+(the agent, its replay and its meta-value function; environments and the
+member's meta-optimiser go on) and the number of meta-steps.
+
+Presets (`PRESETS`, `preset`): `paper` (the numbers above, lifetimes of
+{200M, 100M, 50M, 20M} steps) and `local` (the defaults: a small mixed
+suite for a 2-core CPU: three environments, lifetime budgets scaled down
+by 10^3, K = 2, small batches and agents).
+"""
+
+from collections.abc import Mapping, Sequence
+import dataclasses
+import re
+from typing import Any
+
+from ml_collections import config_dict
+
+from disco import agent as agent_lib
+from disco import configs
+from disco import types
+from disco.environments import base as base_env
+from disco.environments import registry
+from disco.meta_train_config import POLICY_ENTROPY_COST
+from disco.meta_train_config import PREDICTION_ENTROPY_COST
+from disco.meta_train_config import TARGET_KL_COST
+from disco.meta_train_config import TARGET_MEAN_COST
+
+LOCAL = 'local'
+PAPER = 'paper'
+
+# Fields that change neither the maths nor the state.
+EXECUTION_FIELDS = frozenset({
+    'num_steps',
+    'unroll_inner_steps',
+    'remat',
+    'checkpoint_every',
+    'keep_checkpoints',
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+  """Members of the population that share an environment.
+
+  Attributes:
+    env: a jittable registry name ('catch', 'gymnax:<id>', ...).
+    settings: the environment's settings (sorted pairs).
+    count: how many members act in it.
+  """
+
+  env: str
+  settings: tuple[tuple[str, Any], ...]
+  count: int
+
+  @property
+  def label(self) -> str:
+    """A short unique name for logs: env and settings, e.g. 'catch_rows5'."""
+    text = '_'.join([self.env] + [f'{k}{v}' for k, v in self.settings])
+    return re.sub(r'[^A-Za-z0-9:._-]', '', text)
+
+  def make_env(self, batch_size: int) -> base_env.Environment:
+    return registry.make_environment(
+        self.env, batch_size=batch_size, settings=dict(self.settings)
+    )
+
+
+def parse_member(spec: str, count: int = 1) -> Member:
+  """'catch/rows=5/columns=5' -> Member('catch', (('columns', 5), ...), 1)."""
+  # pylint: disable-next=g-import-not-at-top
+  from disco import cli
+
+  env, *pairs = spec.split('/')
+  settings = cli.parse_settings(','.join(pairs)) if pairs else ()
+  return Member(env, configs.sorted_settings(settings), count)
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveryConfig(configs.ConfigBase):
+  """Settings of a discovery run; the defaults are the `local` preset.
+
+  Attributes:
+    population: (environment spec, members) pairs. A spec is a jittable
+      registry name with optional settings after slashes, e.g.
+      'catch/rows=5/columns=5' or 'gymnax:DeepSea-bsuite'.
+    num_steps: meta-steps.
+    num_inner_steps: K, the agent updates in the meta-gradient's window;
+      each meta-step takes the next K updates of every member.
+    rollout_len: timesteps per trajectory (the validation rollout is twice
+      as long).
+    learner_batch_size: trajectories per agent update.
+    replay_fraction: the share of them replayed; the rest are one fresh
+      rollout of the member's own environments (at least one).
+    buffer_capacity: trajectories each member's replay buffer holds.
+    valid_envs: environments of each member's validation rollout (the
+      fresh trajectories of the meta-gradient).
+    lifetime_budgets: environment steps of an agent's lifetime, drawn with
+      weight proportional to 1 / budget at every (re)start.
+    seed: seed of the population and the loop's keys.
+    random_init_seed: the random rule starts from
+      `init_params(PRNGKey(random_init_seed))`.
+    update_rule_params: the rule to start from: None or 'random',
+      'disco103' or the path of an `.npz` file.
+    meta_learning_rate: step size of each member's meta-optimiser (Adam).
+    meta_max_grad_norm: each member's meta-gradient is clipped to this
+      global norm before its Adam.
+    agent_dense: hidden sizes of the agents' MLP torso.
+    agent_lstm_size: hidden size of the agents' action-model LSTM.
+    agent_head_mlp_hiddens: hidden sizes of the action model's heads.
+    agent_head_w_init_std: std of the truncated-normal init of the heads.
+    agent_learning_rate: the agents' step size.
+    value_fn_dense: hidden sizes of the meta-value network.
+    value_fn_head_w_init_std: std of the init of its head.
+    value_fn_learning_rate: its step size.
+    value_fn_max_abs_update: its update clipping.
+    value_fn_discount_factor: its V-trace discount.
+    value_fn_td_lambda: its V-trace lambda.
+    value_fn_outer_value_cost: weight of its value loss.
+    value_fn_ema_decay: decay of the lifetime advantage-normalisation EMAs.
+    value_fn_ema_eps: epsilon of that normalisation.
+    policy_entropy_cost: meta-loss weight of the validation policy entropy.
+    prediction_entropy_cost: meta-loss weight of the y and z entropies.
+    target_mean_cost: meta-loss weight of the rule targets' squared means.
+    target_kl_cost: meta-loss weight of KL(target network || pi-hat).
+    unroll_inner_steps: unroll the window's `lax.scan`.
+    remat: rematerialise each agent update in the backward pass (memory
+      grows gently with K).
+    checkpoint_every: checkpoint every this many meta-steps and at the end;
+      0 = only at the end and on interrupt.
+    keep_checkpoints: how many checkpoints to keep on disk.
+  """
+
+  population: tuple[tuple[str, int], ...] = (
+      ('catch/rows=5/columns=5', 2),
+      ('catch/rows=7/columns=5', 2),
+      ('gymnax:DeepSea-bsuite', 2),
+  )
+  num_steps: int = 600
+  num_inner_steps: int = 2
+  rollout_len: int = 16
+  learner_batch_size: int = 32
+  replay_fraction: float = 0.5
+  buffer_capacity: int = 256
+  valid_envs: int = 16
+  lifetime_budgets: tuple[int, ...] = (200_000, 100_000, 50_000, 20_000)
+  seed: int = 0
+  random_init_seed: int = 1
+  update_rule_params: str | None = None
+  meta_learning_rate: float = 1e-3
+  meta_max_grad_norm: float = 1.0
+  agent_dense: tuple[int, ...] = (128, 128)
+  agent_lstm_size: int = 64
+  agent_head_mlp_hiddens: tuple[int, ...] = (64,)
+  agent_head_w_init_std: float = 1e-2
+  agent_learning_rate: float = 3e-4
+  value_fn_dense: tuple[int, ...] = (256, 256)
+  value_fn_head_w_init_std: float = 1e-2
+  value_fn_learning_rate: float = 1e-3
+  value_fn_max_abs_update: float = 1.0
+  value_fn_discount_factor: float = 0.997
+  value_fn_td_lambda: float = 0.95
+  value_fn_outer_value_cost: float = 1.0
+  value_fn_ema_decay: float = 0.99
+  value_fn_ema_eps: float = 1e-6
+  policy_entropy_cost: float = POLICY_ENTROPY_COST
+  prediction_entropy_cost: float = PREDICTION_ENTROPY_COST
+  target_mean_cost: float = TARGET_MEAN_COST
+  target_kl_cost: float = TARGET_KL_COST
+  unroll_inner_steps: bool = False
+  remat: bool = True
+  checkpoint_every: int = 50
+  keep_checkpoints: int = 2
+
+  def __post_init__(self) -> None:
+    check = configs.check
+    population = _population(self.population)
+    object.__setattr__(self, 'population', population)
+    check(population, 'population must name at least one environment.')
+    labels = [m.label for m in self.members]
+    check(
+        len(set(labels)) == len(labels),
+        f'population names an environment twice: {labels}.',
+    )
+    for member in self.members:
+      check(
+          registry.is_jittable_name(member.env),
+          'population: each environment must be jittable (catch,'
+          ' gymnax:<id>, craftax:<id> or xminigrid:<id>), got'
+          f' {member.env!r}.',
+      )
+      check(
+          member.count >= 1,
+          f'population: {member.env} needs at least one member.',
+      )
+    check(
+        self.update_rule_params is None
+        or (
+            isinstance(self.update_rule_params, str) and self.update_rule_params
+        ),
+        "update_rule_params must be None, 'random', 'disco103' or the"
+        f' path of an .npz file, got {self.update_rule_params!r}.',
+    )
+    for name in ('agent_dense', 'agent_head_mlp_hiddens', 'value_fn_dense'):
+      object.__setattr__(
+          self, name, configs.positive_ints(name, getattr(self, name))
+      )
+    object.__setattr__(
+        self,
+        'lifetime_budgets',
+        configs.positive_ints('lifetime_budgets', self.lifetime_budgets),
+    )
+    configs.check_ints(
+        self,
+        (
+            'num_steps',
+            'num_inner_steps',
+            'learner_batch_size',
+            'buffer_capacity',
+            'valid_envs',
+            'agent_lstm_size',
+            'keep_checkpoints',
+        ),
+        minimum=1,
+    )
+    configs.check_ints(
+        self, ('seed', 'random_init_seed', 'checkpoint_every'), minimum=0
+    )
+    check(
+        self.rollout_len >= 2,
+        f'rollout_len must be >= 2, got {self.rollout_len!r}.',
+    )
+    check(
+        0.0 <= self.replay_fraction < 1.0,
+        'replay_fraction must lie in [0, 1): each update takes at least one'
+        f' fresh trajectory, got {self.replay_fraction!r}.',
+    )
+    check(
+        self.fresh_per_batch >= 1,
+        f'learner_batch_size ({self.learner_batch_size}) with'
+        f' replay_fraction {self.replay_fraction} leaves no fresh'
+        ' trajectory.',
+    )
+    check(
+        self.buffer_capacity >= self.fresh_per_batch,
+        f'buffer_capacity ({self.buffer_capacity}) must hold at least one'
+        f' rollout ({self.fresh_per_batch} trajectories).',
+    )
+    for name in (
+        'meta_learning_rate',
+        'meta_max_grad_norm',
+        'agent_learning_rate',
+        'value_fn_learning_rate',
+        'value_fn_max_abs_update',
+    ):
+      check(
+          getattr(self, name) > 0,
+          f'{name} must be > 0, got {getattr(self, name)!r}.',
+      )
+    for name in (
+        'agent_head_w_init_std',
+        'value_fn_head_w_init_std',
+        'value_fn_outer_value_cost',
+        'value_fn_ema_eps',
+        'policy_entropy_cost',
+        'prediction_entropy_cost',
+        'target_mean_cost',
+        'target_kl_cost',
+    ):
+      check(
+          getattr(self, name) >= 0,
+          f'{name} must be >= 0, got {getattr(self, name)!r}.',
+      )
+    for name in (
+        'value_fn_discount_factor',
+        'value_fn_td_lambda',
+        'value_fn_ema_decay',
+    ):
+      check(
+          0 <= getattr(self, name) <= 1,
+          f'{name} must be in [0, 1], got {getattr(self, name)!r}.',
+      )
+    for name in ('unroll_inner_steps', 'remat'):
+      check(isinstance(getattr(self, name), bool), f'{name} must be a bool.')
+
+  @property
+  def members(self) -> tuple[Member, ...]:
+    """The population's environments, in order, with their member counts."""
+    return tuple(parse_member(spec, count) for spec, count in self.population)
+
+  @property
+  def num_members(self) -> int:
+    return sum(count for _, count in self.population)
+
+  @property
+  def replay_per_batch(self) -> int:
+    """Replayed trajectories in each agent update."""
+    return int(round(self.replay_fraction * self.learner_batch_size))
+
+  @property
+  def fresh_per_batch(self) -> int:
+    """Fresh trajectories per update: the member's environments."""
+    return self.learner_batch_size - self.replay_per_batch
+
+  @property
+  def env_steps_per_step(self) -> int:
+    """Environment steps one member takes per meta-step."""
+    return self.rollout_len * (
+        self.num_inner_steps * self.fresh_per_batch + 2 * self.valid_envs
+    )
+
+  def agent_settings(self) -> config_dict.ConfigDict:
+    """Settings of the members' agents (`agent.Agent`)."""
+    return configs.agent_settings(agent_lib.get_settings_disco(), self)
+
+  def value_fn_config(self) -> types.ValueFnConfig:
+    """Settings of the members' meta-value functions."""
+    return configs.value_fn_config(
+        self,
+        max_abs_update=self.value_fn_max_abs_update,
+        discount_factor=self.value_fn_discount_factor,
+        outer_value_cost=self.value_fn_outer_value_cost,
+        ema_decay=self.value_fn_ema_decay,
+        ema_eps=self.value_fn_ema_eps,
+    )
+
+
+def _population(value: Any) -> tuple[tuple[str, int], ...]:
+  """`population` as sorted-free (spec, count) pairs, or a `ConfigError`."""
+  if isinstance(value, Mapping):
+    value = value.items()
+  try:
+    pairs = tuple((spec, count) for spec, count in value)
+  except (TypeError, ValueError):
+    raise configs.ConfigError(
+        f'population must be (environment spec, members) pairs, got {value!r}.'
+    ) from None
+  for spec, count in pairs:
+    configs.check(
+        isinstance(spec, str) and spec,
+        f'population: a spec must be a non-empty string, got {spec!r}.',
+    )
+    configs.check(
+        isinstance(count, int) and not isinstance(count, bool),
+        f'population: the member count of {spec} must be an int, got'
+        f' {count!r}.',
+    )
+  return pairs
+
+
+def parse_population(text: str) -> tuple[tuple[str, int], ...]:
+  """'catch/rows=5*2,gymnax:DeepSea-bsuite' -> (('catch/rows=5', 2), ...)."""
+  pairs = []
+  for part in filter(None, (p.strip() for p in text.split(','))):
+    spec, star, count = part.rpartition('*')
+    if not star:
+      spec, count = part, '1'
+    try:
+      pairs.append((spec, int(count)))
+    except ValueError:
+      raise ValueError(
+          f'expected SPEC or SPEC*COUNT separated by commas, got {text!r}'
+      ) from None
+  return tuple(pairs)
+
+
+PRESETS: Mapping[str, Mapping[str, Any]] = {
+    LOCAL: {},
+    PAPER: dict(
+        num_inner_steps=20,
+        rollout_len=29,
+        learner_batch_size=96,
+        replay_fraction=0.9,
+        buffer_capacity=1000,
+        valid_envs=48,
+        lifetime_budgets=(200_000_000, 100_000_000, 50_000_000, 20_000_000),
+        agent_dense=(512, 512),
+        agent_lstm_size=128,
+        agent_head_mlp_hiddens=(128,),
+        num_steps=10_000,
+    ),
+}
+
+
+def preset(name: str, **changes: Any) -> DiscoveryConfig:
+  """The config of preset `name` (see the module docstring) with `changes`.
+
+  Raises:
+    configs.ConfigError: an unknown preset or an invalid change.
+  """
+  if name not in PRESETS:
+    raise configs.ConfigError(
+        f'Unknown preset {name!r}; choose one of {", ".join(PRESETS)}.'
+    )
+  return DiscoveryConfig(**(dict(PRESETS[name]) | changes))
+
+
+def check_members(members: Sequence[Member], num_devices: int) -> None:
+  """Raises `ConfigError` unless every environment's members split evenly."""
+  for member in members:
+    configs.check(
+        member.count % num_devices == 0,
+        f'population: {member.env} has {member.count} members, not a'
+        f' multiple of the {num_devices} devices they are spread over.',
+    )

@@ -1,0 +1,422 @@
+"""The discovery loop: members spread over devices, checkpoints, resume.
+
+`run_discovery` runs `discovery.discovery_step` `pmap`ped over all devices.
+Unlike the colab's meta-training, where every device holds the whole
+population, each device holds its share of every environment's members
+(so an environment's member count must be a multiple of the devices), and
+the members' updates are summed over devices. Checkpoints hold every
+member's state (agent, replay, lifetime, meta-optimiser) and resume
+exactly on the same device layout.
+"""
+
+from collections.abc import Mapping, Sequence
+import dataclasses
+import functools
+import logging
+import pathlib
+from typing import Any
+
+import jax
+import numpy as np
+
+from disco import checkpoint as checkpoint_lib
+from disco import configs
+from disco import devices
+from disco import discovery
+from disco import discovery_config
+from disco import files
+from disco import interrupts
+from disco import meta_train_runtime
+from disco import progress
+from disco import weights
+
+DiscoveryConfig = discovery_config.DiscoveryConfig
+HostParams = weights.HostParams
+
+_CHECKPOINT_KIND = 'disco.discovery'
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveryResult:
+  """What `run_discovery` returns.
+
+  Attributes:
+    update_rule_params: the final rule (float32 numpy Haiku tree).
+    logs: per meta-step scalars, each [num_steps] (see
+      `discovery.discovery_step`; 'return' is NaN where no episode ended).
+    num_steps: meta-steps done in total (including before a resume).
+    checkpoint_path: the last checkpoint written, or None.
+  """
+
+  update_rule_params: HostParams
+  logs: dict[str, np.ndarray]
+  num_steps: int
+  checkpoint_path: pathlib.Path | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _LoopState:
+  """Rule [D_local, ...], members per group [D_local, n_g / D, ...], key."""
+
+  update_rule_params: Any
+  members: tuple[discovery.MemberState, ...]
+  rng: np.ndarray
+  step: int
+
+
+class Discoverer:
+  """The population's groups, compiled step and device layout for a config."""
+
+  def __init__(self, config: DiscoveryConfig) -> None:
+    self.config = config
+    self.layout = devices.PmapLayout()
+    self.num_devices = len(self.layout.devices)
+    discovery_config.check_members(config.members, self.num_devices)
+    self.groups = tuple(discovery.Group(m, config) for m in config.members)
+    self._step = jax.pmap(
+        functools.partial(
+            discovery.discovery_step,
+            groups=self.groups,
+            num_members=config.num_members,
+        ),
+        axis_name=devices.AXIS_NAME,
+        devices=self.layout.devices,
+    )
+    self._init_params = jax.jit(
+        lambda key: self.groups[0].agent.update_rule.init_params(key)[0]
+    )
+    self._init_members = tuple(
+        jax.jit(jax.vmap(g.init_member, in_axes=(None, 0, None)))
+        for g in self.groups
+    )
+
+  def random_params(self) -> HostParams:
+    """`init_params(PRNGKey(random_init_seed))`, on the host."""
+    return jax.device_get(
+        self._init_params(jax.random.PRNGKey(self.config.random_init_seed))
+    )
+
+  def check_params(self, params: weights.Params) -> None:
+    weights.validate_params(
+        params,
+        jax.eval_shape(self._init_params, jax.random.PRNGKey(0)),
+        what='The initial update-rule parameters',
+    )
+
+  def _split(self, tree: Any) -> Any:
+    """[n, ...] -> this process's devices' rows [D_local, n / D, ...]."""
+    return jax.tree.map(
+        lambda x: np.asarray(x).reshape(
+            (self.num_devices, -1) + np.shape(x)[1:]
+        )[self.layout.key_index],
+        tree,
+    )
+
+  def _members_template(self, params: Any) -> tuple[Any, ...]:
+    template = []
+    for group, init in zip(self.groups, self._init_members):
+      n = group.member.count
+      shapes = jax.eval_shape(
+          init, jax.random.PRNGKey(0), np.arange(n, dtype=np.int32), params
+      )
+      template.append(
+          jax.tree.map(
+              lambda x, n=n: jax.ShapeDtypeStruct(
+                  (self.layout.num_local, n // self.num_devices) + x.shape[1:],
+                  x.dtype,
+              ),
+              shapes,
+          )
+      )
+    return tuple(template)
+
+  def initial_state(self, params: weights.Params) -> _LoopState:
+    params = jax.tree.map(lambda x: np.asarray(x, np.float32), params)
+    rng, init_key = jax.random.split(jax.random.PRNGKey(self.config.seed))
+    members, offset = [], 0
+    for group, init in zip(self.groups, self._init_members):
+      n = group.member.count
+      indices = np.arange(offset, offset + n, dtype=np.int32)
+      members.append(self._split(jax.device_get(init(init_key, indices,
+                                                      params))))  # fmt: skip
+      offset += n
+    put = self.layout.put
+    return _LoopState(
+        update_rule_params=put(params, replicate=True),
+        members=put(tuple(members), replicate=False),
+        rng=np.asarray(rng),
+        step=0,
+    )
+
+  def step(self, state: _LoopState) -> tuple[_LoopState, dict[str, float]]:
+    rng, step_key = jax.random.split(state.rng)
+    params, members, logs = self._step(
+        state.update_rule_params,
+        state.members,
+        self.layout.put(np.asarray(step_key), replicate=True),
+    )
+    logs = {k: float(v) for k, v in devices.first_copy(logs).items()}
+    new_state = _LoopState(
+        update_rule_params=params,
+        members=members,
+        rng=np.asarray(rng),
+        step=state.step + 1,
+    )
+    return new_state, logs
+
+  def host_params(self, state: _LoopState) -> HostParams:
+    return devices.first_copy(state.update_rule_params)
+
+  def save(
+      self,
+      root: pathlib.Path,
+      state: _LoopState,
+      logs: Sequence[Mapping[str, float]],
+      metadata: Mapping[str, Any],
+      keep: int,
+  ) -> pathlib.Path:
+    arrays = checkpoint_lib.flatten_tree(state.members, 'members')
+    arrays['rng'] = np.asarray(state.rng)
+    for key, values in meta_train_runtime.stacked_logs(logs).items():
+      arrays[f'logs/{key}'] = values
+    return checkpoint_lib.save(
+        root,
+        state.step,
+        update_rule_params=self.host_params(state),
+        arrays=arrays,
+        metadata=metadata,
+        keep=keep,
+    )
+
+  def restore(
+      self, ckpt: checkpoint_lib.Checkpoint
+  ) -> tuple[_LoopState, list[dict[str, float]]]:
+    params = ckpt.update_rule_params
+    self.check_params(params)
+    members = checkpoint_lib.restore_tree(
+        self._members_template(params), ckpt.arrays, 'members'
+    )
+    rng = ckpt.arrays.get('rng')
+    if rng is None or rng.shape != (2,) or rng.dtype != np.uint32:
+      raise checkpoint_lib.CheckpointMismatchError(
+          f'The checkpoint at {ckpt.path} has no valid random key.'
+      )
+    log_arrays = {
+        k[len('logs/') :]: v
+        for k, v in ckpt.arrays.items()
+        if k.startswith('logs/')
+    }
+    if any(v.shape != (ckpt.step,) for v in log_arrays.values()):
+      raise checkpoint_lib.CheckpointMismatchError(
+          f'The checkpoint at {ckpt.path} has logs of the wrong length.'
+      )
+    logs = [
+        {k: float(v[i]) for k, v in log_arrays.items()}
+        for i in range(ckpt.step)
+    ]
+    put = self.layout.put
+    state = _LoopState(
+        update_rule_params=put(params, replicate=True),
+        members=put(members, replicate=False),
+        rng=rng,
+        step=ckpt.step,
+    )
+    return state, logs
+
+
+@functools.lru_cache(maxsize=2)
+def _cached(
+    config: DiscoveryConfig, all_devices: tuple[jax.Device, ...]
+) -> Discoverer:
+  del all_devices  # Part of the cache key only.
+  return Discoverer(config)
+
+
+def discoverer_for(config: DiscoveryConfig) -> Discoverer:
+  """A `Discoverer` for `config`, shared by runs that compute the same."""
+  key = config.replace(
+      num_steps=1, checkpoint_every=0, keep_checkpoints=1,
+      update_rule_params=None,
+  )  # fmt: skip
+  return _cached(key, tuple(jax.devices()))
+
+
+def _metadata(
+    config: DiscoveryConfig, init_digest: str, num_local: int
+) -> dict[str, Any]:
+  return dict(
+      kind=_CHECKPOINT_KIND,
+      config=config.to_dict(),
+      init_params_sha256=init_digest,
+      num_local_devices=num_local,
+      num_processes=jax.process_count(),
+      jax_version=jax.__version__,
+  )
+
+
+def _check_resumable(
+    ckpt: checkpoint_lib.Checkpoint,
+    config: DiscoveryConfig,
+    init_digest: str | None,
+    num_local: int,
+) -> None:
+  """Raises `CheckpointMismatchError` unless `ckpt` belongs to this run."""
+  meta = ckpt.metadata
+  where = f'The checkpoint at {ckpt.path}'
+  if meta.get('kind') != _CHECKPOINT_KIND:
+    raise checkpoint_lib.CheckpointMismatchError(
+        f'{where} was not written by run_discovery.'
+    )
+  try:
+    saved = DiscoveryConfig.from_dict(meta['config'])
+  except (KeyError, TypeError, ValueError) as e:
+    raise checkpoint_lib.CheckpointMismatchError(
+        f'{where} has an unreadable config: {e}'
+    ) from e
+  differ = [
+      f'{f.name} (checkpoint {getattr(saved, f.name)!r}, now'
+      f' {getattr(config, f.name)!r})'
+      for f in dataclasses.fields(config)
+      if f.name not in discovery_config.EXECUTION_FIELDS
+      and getattr(saved, f.name) != getattr(config, f.name)
+  ]
+  if differ:
+    raise checkpoint_lib.CheckpointMismatchError(
+        f'{where} was written with a different config: ' + '; '.join(differ)
+    )
+  if (
+      meta.get('num_local_devices') != num_local
+      or meta.get('num_processes') != jax.process_count()
+  ):
+    raise checkpoint_lib.CheckpointMismatchError(
+        f'{where} was written on {meta.get("num_processes")} process(es) with'
+        f' {meta.get("num_local_devices")} device(s) each; this run has'
+        f' {jax.process_count()} with {num_local}. Members are spread over'
+        ' the devices, so resume on the same layout.'
+    )
+  if init_digest is not None and meta.get('init_params_sha256') != init_digest:
+    raise checkpoint_lib.CheckpointMismatchError(
+        f'{where} started from other initial update-rule parameters than'
+        ' the ones given now (pass update_rule_params=None to resume it).'
+    )
+
+
+def progress_bar(
+    total: int, *, initial: int = 0, **kwargs: Any
+) -> progress.ProgressBar:
+  """A `progress.ProgressBar` of meta-steps showing meta-loss and return."""
+  return progress.ProgressBar(
+      total,
+      initial=initial,
+      unit='meta-step',
+      postfix=('meta_loss', 'return'),
+      **kwargs,
+  )
+
+
+def run_discovery(
+    config: DiscoveryConfig,
+    *,
+    update_rule_params: weights.Params | None = None,
+    progress_fn: progress.ProgressFn | None = None,
+    checkpoint_dir: files.PathLike | None = None,
+    resume: bool = False,
+    handle_interrupts: bool = False,
+) -> DiscoveryResult:
+  """Discovers (or fine-tunes) an update rule with the paper's recipe.
+
+  Args:
+    config: the run's settings (`discovery_config.preset('paper')` or
+      `DiscoveryConfig()` for the local suite).
+    update_rule_params: the rule to start from; None: the one
+      `config.update_rule_params` names (None or 'random': a random rule).
+      On resume, None resumes the checkpoint as it is.
+    progress_fn: called as `progress_fn(step, logs)` after each meta-step.
+    checkpoint_dir: where checkpoints go (`meta_train.checkpoint_root`
+      layout: a subdirectory per process with several).
+    resume: continue from the newest checkpoint there.
+    handle_interrupts: the first Ctrl-C finishes the meta-step, writes a
+      checkpoint and raises `KeyboardInterrupt`.
+
+  Returns:
+    A `DiscoveryResult`.
+
+  Raises:
+    configs.ConfigError: an environment's members do not split over the
+      devices.
+    weights.WeightsError: the initial parameters do not fit the rule.
+    checkpoint.CheckpointError: as `meta_train.run_meta_train`.
+  """
+  if resume and checkpoint_dir is None:
+    raise ValueError('resume=True needs a checkpoint_dir.')
+  params = update_rule_params
+  if (
+      params is None
+      and not resume
+      and config.update_rule_params not in (None, configs.RANDOM)
+  ):
+    params = weights.load_update_rule_params_from(config.update_rule_params)
+  trainer = discoverer_for(config)
+  root = (
+      meta_train_runtime.checkpoint_root(checkpoint_dir)
+      if checkpoint_dir
+      else None
+  )
+  num_local = trainer.layout.num_local
+  init_digest = None
+  if params is not None:
+    trainer.check_params(params)
+    init_digest = meta_train_runtime.params_digest(params)
+  if resume:
+    ckpt = checkpoint_lib.load(root)
+    _check_resumable(ckpt, config, init_digest, num_local)
+    init_digest = ckpt.metadata['init_params_sha256']
+    state, logs = trainer.restore(ckpt)
+    last_saved = ckpt.path
+    logging.info('Resuming discovery from %s.', ckpt.path)
+  else:
+    if root is not None and checkpoint_lib.list_steps(root):
+      raise checkpoint_lib.CheckpointExistsError(
+          f'{root} already holds checkpoints (latest step'
+          f' {checkpoint_lib.latest_step(root)}); pass resume=True to'
+          ' continue that run, or use another directory.'
+      )
+    if params is None:
+      params = trainer.random_params()
+      init_digest = meta_train_runtime.params_digest(params)
+    state = trainer.initial_state(params)
+    logs = []
+    last_saved = None
+  metadata = _metadata(config, init_digest, num_local)
+
+  def _save(state: _LoopState) -> pathlib.Path:
+    return trainer.save(
+        root, state, logs, metadata, keep=config.keep_checkpoints
+    )
+
+  with interrupts.deferred_interrupts(
+      'meta-step', enabled=handle_interrupts
+  ) as interrupted:
+    while state.step < config.num_steps:
+      state, step_logs = trainer.step(state)
+      logs.append(step_logs)
+      if progress_fn is not None:
+        progress_fn(state.step, step_logs)
+      if interrupted():
+        if root is not None:
+          logging.warning('Wrote checkpoint %s.', _save(state))
+        raise KeyboardInterrupt
+      every = config.checkpoint_every
+      if root is not None and every and state.step % every == 0:
+        last_saved = _save(state)
+    if root is not None and (
+        last_saved is None or checkpoint_lib.latest_step(root) != state.step
+    ):
+      last_saved = _save(state)
+
+  return DiscoveryResult(
+      update_rule_params=trainer.host_params(state),
+      logs=meta_train_runtime.stacked_logs(logs),
+      num_steps=state.step,
+      checkpoint_path=last_saved,
+  )
