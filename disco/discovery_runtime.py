@@ -25,7 +25,6 @@ from disco import devices
 from disco import discovery
 from disco import discovery_config
 from disco import files
-from disco import interrupts
 from disco import meta_train_runtime
 from disco import progress
 from disco import weights
@@ -196,24 +195,7 @@ class Discoverer:
     members = checkpoint_lib.restore_tree(
         self._members_template(params), ckpt.arrays, 'members'
     )
-    rng = ckpt.arrays.get('rng')
-    if rng is None or rng.shape != (2,) or rng.dtype != np.uint32:
-      raise checkpoint_lib.CheckpointMismatchError(
-          f'The checkpoint at {ckpt.path} has no valid random key.'
-      )
-    log_arrays = {
-        k[len('logs/') :]: v
-        for k, v in ckpt.arrays.items()
-        if k.startswith('logs/')
-    }
-    if any(v.shape != (ckpt.step,) for v in log_arrays.values()):
-      raise checkpoint_lib.CheckpointMismatchError(
-          f'The checkpoint at {ckpt.path} has logs of the wrong length.'
-      )
-    logs = [
-        {k: float(v[i]) for k, v in log_arrays.items()}
-        for i in range(ckpt.step)
-    ]
+    rng, logs = meta_train_runtime.restore_rng_and_logs(ckpt)
     put = self.layout.put
     state = _LoopState(
         update_rule_params=put(params, replicate=True),
@@ -239,66 +221,6 @@ def discoverer_for(config: DiscoveryConfig) -> Discoverer:
       update_rule_params=None,
   )  # fmt: skip
   return _cached(key, tuple(jax.devices()))
-
-
-def _metadata(
-    config: DiscoveryConfig, init_digest: str, num_local: int
-) -> dict[str, Any]:
-  return dict(
-      kind=_CHECKPOINT_KIND,
-      config=config.to_dict(),
-      init_params_sha256=init_digest,
-      num_local_devices=num_local,
-      num_processes=jax.process_count(),
-      jax_version=jax.__version__,
-  )
-
-
-def _check_resumable(
-    ckpt: checkpoint_lib.Checkpoint,
-    config: DiscoveryConfig,
-    init_digest: str | None,
-    num_local: int,
-) -> None:
-  """Raises `CheckpointMismatchError` unless `ckpt` belongs to this run."""
-  meta = ckpt.metadata
-  where = f'The checkpoint at {ckpt.path}'
-  if meta.get('kind') != _CHECKPOINT_KIND:
-    raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} was not written by run_discovery.'
-    )
-  try:
-    saved = DiscoveryConfig.from_dict(meta['config'])
-  except (KeyError, TypeError, ValueError) as e:
-    raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} has an unreadable config: {e}'
-    ) from e
-  differ = [
-      f'{f.name} (checkpoint {getattr(saved, f.name)!r}, now'
-      f' {getattr(config, f.name)!r})'
-      for f in dataclasses.fields(config)
-      if f.name not in discovery_config.EXECUTION_FIELDS
-      and getattr(saved, f.name) != getattr(config, f.name)
-  ]
-  if differ:
-    raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} was written with a different config: ' + '; '.join(differ)
-    )
-  if (
-      meta.get('num_local_devices') != num_local
-      or meta.get('num_processes') != jax.process_count()
-  ):
-    raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} was written on {meta.get("num_processes")} process(es) with'
-        f' {meta.get("num_local_devices")} device(s) each; this run has'
-        f' {jax.process_count()} with {num_local}. Members are spread over'
-        ' the devices, so resume on the same layout.'
-    )
-  if init_digest is not None and meta.get('init_params_sha256') != init_digest:
-    raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} started from other initial update-rule parameters than'
-        ' the ones given now (pass update_rule_params=None to resume it).'
-    )
 
 
 def progress_bar(
@@ -369,7 +291,15 @@ def run_discovery(
     init_digest = meta_train_runtime.params_digest(params)
   if resume:
     ckpt = checkpoint_lib.load(root)
-    _check_resumable(ckpt, config, init_digest, num_local)
+    meta_train_runtime.check_resumable(
+        ckpt,
+        config,
+        init_digest,
+        num_local,
+        kind=_CHECKPOINT_KIND,
+        runner='run_discovery',
+        execution_fields=discovery_config.EXECUTION_FIELDS,
+    )
     init_digest = ckpt.metadata['init_params_sha256']
     state, logs = trainer.restore(ckpt)
     last_saved = ckpt.path
@@ -387,32 +317,27 @@ def run_discovery(
     state = trainer.initial_state(params)
     logs = []
     last_saved = None
-  metadata = _metadata(config, init_digest, num_local)
+  metadata = meta_train_runtime.run_metadata(
+      config, init_digest, num_local, kind=_CHECKPOINT_KIND
+  )
 
   def _save(state: _LoopState) -> pathlib.Path:
     return trainer.save(
         root, state, logs, metadata, keep=config.keep_checkpoints
     )
 
-  with interrupts.deferred_interrupts(
-      'meta-step', enabled=handle_interrupts
-  ) as interrupted:
-    while state.step < config.num_steps:
-      state, step_logs = trainer.step(state)
-      logs.append(step_logs)
-      if progress_fn is not None:
-        progress_fn(state.step, step_logs)
-      if interrupted():
-        if root is not None:
-          logging.warning('Wrote checkpoint %s.', _save(state))
-        raise KeyboardInterrupt
-      every = config.checkpoint_every
-      if root is not None and every and state.step % every == 0:
-        last_saved = _save(state)
-    if root is not None and (
-        last_saved is None or checkpoint_lib.latest_step(root) != state.step
-    ):
-      last_saved = _save(state)
+  state, last_saved = meta_train_runtime.run_steps(
+      state,
+      trainer.step,
+      logs,
+      num_steps=config.num_steps,
+      checkpoint_every=config.checkpoint_every,
+      save=_save if root is not None else None,
+      latest_saved=lambda: checkpoint_lib.latest_step(root),
+      last_saved=last_saved,
+      progress_fn=progress_fn,
+      handle_interrupts=handle_interrupts,
+  )
 
   return DiscoveryResult(
       update_rule_params=trainer.host_params(state),

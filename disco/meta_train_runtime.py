@@ -308,24 +308,7 @@ class _MetaTrainer:
         ckpt.arrays,
         'agents_states',
     )
-    rng = ckpt.arrays.get('rng')
-    if rng is None or rng.shape != (2,) or rng.dtype != np.uint32:
-      raise checkpoint_lib.CheckpointMismatchError(
-          f'The checkpoint at {ckpt.path} has no valid random key.'
-      )
-    log_arrays = {
-        k[len('logs/') :]: v
-        for k, v in ckpt.arrays.items()
-        if k.startswith('logs/')
-    }
-    if any(v.shape != (ckpt.step,) for v in log_arrays.values()):
-      raise checkpoint_lib.CheckpointMismatchError(
-          f'The checkpoint at {ckpt.path} has logs of the wrong length.'
-      )
-    logs = [
-        {k: float(v[i]) for k, v in log_arrays.items()}
-        for i in range(ckpt.step)
-    ]
+    rng, logs = restore_rng_and_logs(ckpt)
     self._step_keys(rng)  # Compiled now rather than in the first step.
     put = self.layout.put
     state = _LoopState(
@@ -373,12 +356,15 @@ def random_init_params(config: MetaTrainConfig) -> HostParams:
   return _trainer_for(config).random_params()
 
 
-def _metadata(
-    config: MetaTrainConfig, init_digest: str, num_local_devices: int
+def run_metadata(
+    config: configs.ConfigBase,
+    init_digest: str,
+    num_local_devices: int,
+    kind: str = _CHECKPOINT_KIND,
 ) -> dict[str, Any]:
   """What a checkpoint records to check that a resumed run matches it."""
   return dict(
-      kind=_CHECKPOINT_KIND,
+      kind=kind,
       config=config.to_dict(),
       init_params_sha256=init_digest,
       num_local_devices=num_local_devices,
@@ -387,21 +373,30 @@ def _metadata(
   )
 
 
-def _check_resumable(
+def check_resumable(
     ckpt: checkpoint_lib.Checkpoint,
-    config: MetaTrainConfig,
+    config: configs.ConfigBase,
     init_digest: str | None,
     num_local_devices: int,
+    *,
+    kind: str = _CHECKPOINT_KIND,
+    runner: str = 'run_meta_train',
+    execution_fields: frozenset[str] = meta_train_config.EXECUTION_FIELDS,
 ) -> None:
-  """Raises `CheckpointMismatchError` unless `ckpt` belongs to this run."""
+  """Raises `CheckpointMismatchError` unless `ckpt` belongs to this run.
+
+  It must be of `kind` (written by `runner`), with the same config but for
+  `execution_fields`, the same device layout and, given `init_digest`, the
+  same initial rule.
+  """
   meta = ckpt.metadata
   where = f'The checkpoint at {ckpt.path}'
-  if meta.get('kind') != _CHECKPOINT_KIND:
+  if meta.get('kind') != kind:
     raise checkpoint_lib.CheckpointMismatchError(
-        f'{where} was not written by run_meta_train.'
+        f'{where} was not written by {runner}.'
     )
   try:
-    saved = MetaTrainConfig.from_dict(meta['config'])
+    saved = type(config).from_dict(meta['config'])
   except (KeyError, TypeError, ValueError) as e:
     raise checkpoint_lib.CheckpointMismatchError(
         f'{where} has an unreadable config: {e}'
@@ -410,7 +405,7 @@ def _check_resumable(
       f'{f.name} (checkpoint {getattr(saved, f.name)!r}, now'
       f' {getattr(config, f.name)!r})'
       for f in dataclasses.fields(config)
-      if f.name not in meta_train_config.EXECUTION_FIELDS
+      if f.name not in execution_fields
       and getattr(saved, f.name) != getattr(config, f.name)
   ]
   if differ:
@@ -433,6 +428,30 @@ def _check_resumable(
         ' the ones given now (pass update_rule_params=None to resume it as'
         ' it is).'
     )
+
+
+def restore_rng_and_logs(
+    ckpt: checkpoint_lib.Checkpoint,
+) -> tuple[np.ndarray, list[dict[str, float]]]:
+  """The loop's random key and the per-step logs saved in `ckpt`."""
+  rng = ckpt.arrays.get('rng')
+  if rng is None or rng.shape != (2,) or rng.dtype != np.uint32:
+    raise checkpoint_lib.CheckpointMismatchError(
+        f'The checkpoint at {ckpt.path} has no valid random key.'
+    )
+  log_arrays = {
+      k[len('logs/') :]: v
+      for k, v in ckpt.arrays.items()
+      if k.startswith('logs/')
+  }
+  if any(v.shape != (ckpt.step,) for v in log_arrays.values()):
+    raise checkpoint_lib.CheckpointMismatchError(
+        f'The checkpoint at {ckpt.path} has logs of the wrong length.'
+    )
+  logs = [
+      {k: float(v[i]) for k, v in log_arrays.items()} for i in range(ckpt.step)
+  ]
+  return rng, logs
 
 
 def progress_bar(
@@ -466,6 +485,52 @@ def checkpoint_root(checkpoint_dir: files.PathLike) -> pathlib.Path:
   if jax.process_count() > 1:
     root = root / f'process_{jax.process_index()}'
   return root
+
+
+def run_steps(
+    state: Any,
+    step_fn: Callable[[Any], tuple[Any, dict[str, float]]],
+    logs: list[dict[str, float]],
+    *,
+    num_steps: int,
+    checkpoint_every: int,
+    save: Callable[[Any], pathlib.Path] | None,
+    latest_saved: Callable[[], int | None],
+    last_saved: pathlib.Path | None,
+    progress_fn: progress.ProgressFn | None,
+    handle_interrupts: bool,
+) -> tuple[Any, pathlib.Path | None]:
+  """Steps `state` (with a `.step`) to `num_steps`, checkpointing on the way.
+
+  Appends each step's logs to `logs`, calls `progress_fn(step, logs)`,
+  saves every `checkpoint_every` steps and at the end (unless the newest
+  checkpoint, `latest_saved()`, is already this step), and, with
+  `handle_interrupts`, saves and raises `KeyboardInterrupt` after the step
+  during which Ctrl-C came. Returns the final state and the last path saved.
+  """
+  with interrupts.deferred_interrupts(
+      'meta-step', enabled=handle_interrupts
+  ) as interrupted:
+    while state.step < num_steps:
+      state, step_logs = step_fn(state)
+      logs.append(step_logs)
+      if progress_fn is not None:
+        progress_fn(state.step, step_logs)
+      if interrupted():
+        if save is not None:
+          logging.warning('Wrote checkpoint %s.', save(state))
+        raise KeyboardInterrupt
+      if (
+          save is not None
+          and checkpoint_every
+          and (state.step % checkpoint_every == 0)
+      ):
+        last_saved = save(state)
+    if save is not None and (
+        last_saved is None or latest_saved() != state.step
+    ):
+      last_saved = save(state)
+  return state, last_saved
 
 
 def run_meta_train(
@@ -553,7 +618,7 @@ def run_meta_train(
     init_digest = params_digest(params)
   if resume:
     ckpt = checkpoint_lib.load(root)
-    _check_resumable(ckpt, config, init_digest, num_local)
+    check_resumable(ckpt, config, init_digest, num_local)
     init_digest = ckpt.metadata['init_params_sha256']
   elif root is not None and checkpoint_lib.list_steps(root):
     raise checkpoint_lib.CheckpointExistsError(
@@ -575,7 +640,7 @@ def run_meta_train(
     state = trainer.initial_state(params)
     logs = []
     last_saved = None
-  metadata = _metadata(config, init_digest, num_local)
+  metadata = run_metadata(config, init_digest, num_local)
   wait_for_compilation()
 
   def _save(state: _LoopState) -> pathlib.Path:
@@ -583,25 +648,18 @@ def run_meta_train(
         root, state, logs, metadata, keep=config.keep_checkpoints
     )
 
-  with interrupts.deferred_interrupts(
-      'meta-step', enabled=handle_interrupts
-  ) as interrupted:
-    while state.step < config.num_steps:
-      state, step_logs = trainer.step(state)
-      logs.append(step_logs)
-      if progress_fn is not None:
-        progress_fn(state.step, step_logs)
-      if interrupted():
-        if root is not None:
-          logging.warning('Wrote checkpoint %s.', _save(state))
-        raise KeyboardInterrupt
-      every = config.checkpoint_every
-      if root is not None and every and state.step % every == 0:
-        last_saved = _save(state)
-    if root is not None and (
-        last_saved is None or checkpoint_lib.latest_step(root) != state.step
-    ):
-      last_saved = _save(state)
+  state, last_saved = run_steps(
+      state,
+      trainer.step,
+      logs,
+      num_steps=config.num_steps,
+      checkpoint_every=config.checkpoint_every,
+      save=_save if root is not None else None,
+      latest_saved=lambda: checkpoint_lib.latest_step(root),
+      last_saved=last_saved,
+      progress_fn=progress_fn,
+      handle_interrupts=handle_interrupts,
+  )
 
   return MetaTrainResult(
       update_rule_params=trainer.host_params(state),
