@@ -211,14 +211,14 @@ class Group:
       replay = replay_lib.add_to_replay(replay, rollout)
       rollouts.append(rollout)
     fresh = utils.tree_stack(rollouts)  # [K, T, B, ...]
+    # The K rollouts one after the other: [K * T, B].
+    rewards, discounts = (
+        x.reshape((-1,) + x.shape[2:]) for x in (fresh.rewards, fresh.discounts)
+    )
     episode_returns, returns = acting.accumulate_rewards(
-        state.episode_returns,
-        jnp.concatenate(list(fresh.rewards), axis=0),
-        jnp.concatenate(list(fresh.discounts), axis=0),
+        state.episode_returns, rewards, discounts
     )
-    total, count = acting.episode_statistics(
-        returns, jnp.concatenate(list(fresh.discounts), axis=0)
-    )
+    total, count = acting.episode_statistics(returns, discounts)
     if config.replay_per_batch:
       replayed = jax.vmap(
           lambda k: replay_lib.sample_from_replay(

@@ -12,7 +12,6 @@ exactly on the same device layout.
 from collections.abc import Mapping, Sequence
 import dataclasses
 import functools
-import logging
 import pathlib
 from typing import Any
 
@@ -20,7 +19,6 @@ import jax
 import numpy as np
 
 from disco import checkpoint as checkpoint_lib
-from disco import configs
 from disco import devices
 from disco import discovery
 from disco import discovery_config
@@ -269,76 +267,19 @@ def run_discovery(
     weights.WeightsError: the initial parameters do not fit the rule.
     checkpoint.CheckpointError: as `meta_train.run_meta_train`.
   """
-  if resume and checkpoint_dir is None:
-    raise ValueError('resume=True needs a checkpoint_dir.')
-  params = update_rule_params
-  if (
-      params is None
-      and not resume
-      and config.update_rule_params not in (None, configs.RANDOM)
-  ):
-    params = weights.load_update_rule_params_from(config.update_rule_params)
   trainer = discoverer_for(config)
-  root = (
-      meta_train_runtime.checkpoint_root(checkpoint_dir)
-      if checkpoint_dir
-      else None
-  )
-  num_local = trainer.layout.num_local
-  init_digest = None
-  if params is not None:
-    trainer.check_params(params)
-    init_digest = meta_train_runtime.params_digest(params)
-  if resume:
-    ckpt = checkpoint_lib.load(root)
-    meta_train_runtime.check_resumable(
-        ckpt,
-        config,
-        init_digest,
-        num_local,
-        kind=_CHECKPOINT_KIND,
-        runner='run_discovery',
-        execution_fields=discovery_config.EXECUTION_FIELDS,
-    )
-    init_digest = ckpt.metadata['init_params_sha256']
-    state, logs = trainer.restore(ckpt)
-    last_saved = ckpt.path
-    logging.info('Resuming discovery from %s.', ckpt.path)
-  else:
-    if root is not None and checkpoint_lib.list_steps(root):
-      raise checkpoint_lib.CheckpointExistsError(
-          f'{root} already holds checkpoints (latest step'
-          f' {checkpoint_lib.latest_step(root)}); pass resume=True to'
-          ' continue that run, or use another directory.'
-      )
-    if params is None:
-      params = trainer.random_params()
-      init_digest = meta_train_runtime.params_digest(params)
-    state = trainer.initial_state(params)
-    logs = []
-    last_saved = None
-  metadata = meta_train_runtime.run_metadata(
-      config, init_digest, num_local, kind=_CHECKPOINT_KIND
-  )
-
-  def _save(state: _LoopState) -> pathlib.Path:
-    return trainer.save(
-        root, state, logs, metadata, keep=config.keep_checkpoints
-    )
-
-  state, last_saved = meta_train_runtime.run_steps(
-      state,
-      trainer.step,
-      logs,
-      num_steps=config.num_steps,
-      checkpoint_every=config.checkpoint_every,
-      save=_save if root is not None else None,
-      latest_saved=lambda: checkpoint_lib.latest_step(root),
-      last_saved=last_saved,
+  state, logs, last_saved = meta_train_runtime.run_loop(
+      trainer,
+      config,
+      update_rule_params=update_rule_params,
+      checkpoint_dir=checkpoint_dir,
+      resume=resume,
       progress_fn=progress_fn,
       handle_interrupts=handle_interrupts,
+      kind=_CHECKPOINT_KIND,
+      runner='run_discovery',
+      execution_fields=discovery_config.EXECUTION_FIELDS,
   )
-
   return DiscoveryResult(
       update_rule_params=trainer.host_params(state),
       logs=meta_train_runtime.stacked_logs(logs),

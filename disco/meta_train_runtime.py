@@ -533,6 +533,121 @@ def run_steps(
   return state, last_saved
 
 
+def run_loop(
+    trainer: Any,
+    config: configs.ConfigBase,
+    *,
+    update_rule_params: weights.Params | None,
+    checkpoint_dir: files.PathLike | None,
+    resume: bool,
+    progress_fn: progress.ProgressFn | None,
+    handle_interrupts: bool,
+    kind: str,
+    runner: str,
+    execution_fields: frozenset[str],
+) -> tuple[Any, list[dict[str, float]], pathlib.Path | None]:
+  """Starts or resumes a run of `trainer` and steps it to `config.num_steps`.
+
+  The loop that `run_meta_train` and `discovery_runtime.run_discovery`
+  share: the initial rule (given, named by `config.update_rule_params`, or
+  `trainer.random_params()`), the checks that a checkpoint to resume belongs
+  to the run (`check_resumable`) or that a new run overwrites none, and
+  `run_steps` with checkpoints carrying `run_metadata`.
+
+  Args:
+    trainer: has `layout` (`devices.PmapLayout`), `check_params`,
+      `random_params`, `initial_state`, `restore`, `step`, `save` and
+      optionally `compile_in_background` (started before the state is
+      initialised or restored, waited for before the first step).
+    config: the run's config (`num_steps`, `checkpoint_every`,
+      `keep_checkpoints`, `update_rule_params`).
+    update_rule_params: as `run_meta_train`'s.
+    checkpoint_dir: as `run_meta_train`'s.
+    resume: as `run_meta_train`'s.
+    progress_fn: as `run_meta_train`'s.
+    handle_interrupts: as `run_meta_train`'s.
+    kind: the checkpoints' kind (`check_resumable`).
+    runner: the public function's name, for error messages.
+    execution_fields: config fields a resumed run may change.
+
+  Returns:
+    (the final state, the logs of every step, the last checkpoint written
+    or None).
+  """
+  if resume and checkpoint_dir is None:
+    raise ValueError('resume=True needs a checkpoint_dir.')
+  params = update_rule_params
+  if (
+      params is None
+      and not resume
+      and config.update_rule_params not in (None, configs.RANDOM)
+  ):
+    # A file to read: its errors come before any compilation starts.
+    params = weights.load_update_rule_params_from(config.update_rule_params)
+  root = checkpoint_root(checkpoint_dir) if checkpoint_dir else None
+  num_local = trainer.layout.num_local
+  init_digest = None
+  if params is not None:
+    trainer.check_params(params)
+    init_digest = params_digest(params)
+  if resume:
+    ckpt = checkpoint_lib.load(root)
+    check_resumable(
+        ckpt,
+        config,
+        init_digest,
+        num_local,
+        kind=kind,
+        runner=runner,
+        execution_fields=execution_fields,
+    )
+    init_digest = ckpt.metadata['init_params_sha256']
+  elif root is not None and checkpoint_lib.list_steps(root):
+    raise checkpoint_lib.CheckpointExistsError(
+        f'{root} already holds checkpoints (latest step'
+        f' {checkpoint_lib.latest_step(root)}); pass resume=True to continue'
+        ' that run, or use another directory.'
+    )
+
+  # Initialise (or restore) while the step compiles, where it can.
+  compile_in_background = getattr(trainer, 'compile_in_background', None)
+  wait_for_compilation = (
+      compile_in_background() if compile_in_background else lambda: None
+  )
+  if resume:
+    state, logs = trainer.restore(ckpt)
+    last_saved = ckpt.path
+    logging.info('Resuming %s from %s.', runner, ckpt.path)
+  else:
+    if params is None:
+      params = trainer.random_params()
+      init_digest = params_digest(params)
+    state = trainer.initial_state(params)
+    logs = []
+    last_saved = None
+  metadata = run_metadata(config, init_digest, num_local, kind=kind)
+  wait_for_compilation()
+
+  def _save(state: Any) -> pathlib.Path:
+    return trainer.save(
+        root, state, logs, metadata, keep=config.keep_checkpoints
+    )
+
+  state, last_saved = run_steps(
+      state,
+      trainer.step,
+      logs,
+      num_steps=config.num_steps,
+      checkpoint_every=config.checkpoint_every,
+      save=_save if root is not None else None,
+      latest_saved=lambda: checkpoint_lib.latest_step(root),
+      last_saved=last_saved,
+      progress_fn=progress_fn,
+      handle_interrupts=handle_interrupts,
+  )
+  return state, logs, last_saved
+
+
 def run_meta_train(
     config: MetaTrainConfig,
     *,
@@ -596,71 +711,19 @@ def run_meta_train(
         stacklevel=2,
     )
   params = init_params if update_rule_params is None else update_rule_params
-  if resume and checkpoint_dir is None:
-    raise ValueError('resume=True needs a checkpoint_dir.')
-  if (
-      params is None
-      and not resume
-      and config.update_rule_params
-      not in (
-          None,
-          configs.RANDOM,
-      )
-  ):
-    # A file to read: its errors come before any compilation starts.
-    params = weights.load_update_rule_params_from(config.update_rule_params)
   trainer = _trainer_for(config)
-  root = checkpoint_root(checkpoint_dir) if checkpoint_dir else None
-  num_local = trainer.layout.num_local
-  init_digest = None
-  if params is not None:
-    trainer.check_params(params)
-    init_digest = params_digest(params)
-  if resume:
-    ckpt = checkpoint_lib.load(root)
-    check_resumable(ckpt, config, init_digest, num_local)
-    init_digest = ckpt.metadata['init_params_sha256']
-  elif root is not None and checkpoint_lib.list_steps(root):
-    raise checkpoint_lib.CheckpointExistsError(
-        f'{root} already holds checkpoints (latest step'
-        f' {checkpoint_lib.latest_step(root)}); pass resume=True to continue'
-        ' that run, or use another directory.'
-    )
-
-  # Initialise (or restore) while the meta-update compiles.
-  wait_for_compilation = trainer.compile_in_background()
-  if resume:
-    state, logs = trainer.restore(ckpt)
-    last_saved = ckpt.path
-    logging.info('Resuming meta-training from %s.', ckpt.path)
-  else:
-    if params is None:
-      params = trainer.random_params()
-      init_digest = params_digest(params)
-    state = trainer.initial_state(params)
-    logs = []
-    last_saved = None
-  metadata = run_metadata(config, init_digest, num_local)
-  wait_for_compilation()
-
-  def _save(state: _LoopState) -> pathlib.Path:
-    return trainer.save(
-        root, state, logs, metadata, keep=config.keep_checkpoints
-    )
-
-  state, last_saved = run_steps(
-      state,
-      trainer.step,
-      logs,
-      num_steps=config.num_steps,
-      checkpoint_every=config.checkpoint_every,
-      save=_save if root is not None else None,
-      latest_saved=lambda: checkpoint_lib.latest_step(root),
-      last_saved=last_saved,
+  state, logs, last_saved = run_loop(
+      trainer,
+      config,
+      update_rule_params=params,
+      checkpoint_dir=checkpoint_dir,
+      resume=resume,
       progress_fn=progress_fn,
       handle_interrupts=handle_interrupts,
+      kind=_CHECKPOINT_KIND,
+      runner='run_meta_train',
+      execution_fields=meta_train_config.EXECUTION_FIELDS,
   )
-
   return MetaTrainResult(
       update_rule_params=trainer.host_params(state),
       logs=stacked_logs(logs),

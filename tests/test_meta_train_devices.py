@@ -15,29 +15,12 @@ one process with two devices computes, checkpoints and resume included.
 """
 
 import json
-import os
-import pathlib
-import socket
 import subprocess
 import sys
 
 import pytest
 
-_REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _env(num_devices: int) -> dict[str, str]:
-  env = dict(os.environ)
-  env['XLA_FLAGS'] = (
-      env.get('XLA_FLAGS', '')
-      + f' --xla_force_host_platform_device_count={num_devices}'
-  ).strip()
-  env['JAX_PLATFORMS'] = 'cpu'
-  env['PYTHONPATH'] = os.pathsep.join(
-      [str(_REPO)] + env.get('PYTHONPATH', '').split(os.pathsep)
-  ).rstrip(os.pathsep)
-  return env
-
+from tests import forced_devices
 
 _WORKER = r"""
 import functools
@@ -143,8 +126,8 @@ def test_pmap_semantics_on_forced_cpu_devices(num_devices, emulate, tmp_path):
           str(tmp_path),
           'emulate' if emulate else 'no',
       ],
-      env=_env(num_devices),
-      cwd=_REPO,
+      env=forced_devices.env(num_devices),
+      cwd=forced_devices.REPO,
       capture_output=True,
       text=True,
       timeout=1200,
@@ -203,9 +186,7 @@ print(json.dumps(dict(
 
 @pytest.mark.slow
 def test_two_processes_compute_what_two_local_devices_do(tmp_path):
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    address = f'127.0.0.1:{s.getsockname()[1]}'
+  address = forced_devices.free_address()
   commands = [
       ([str(tmp_path / 'local'), '-1'], 2),
       ([str(tmp_path / 'hosts'), '0', address], 1),
@@ -214,8 +195,8 @@ def test_two_processes_compute_what_two_local_devices_do(tmp_path):
   procs = [
       subprocess.Popen(
           [sys.executable, '-c', _MULTI_PROCESS_WORKER, *args],
-          env=_env(num_devices),
-          cwd=_REPO,
+          env=forced_devices.env(num_devices),
+          cwd=forced_devices.REPO,
           stdout=subprocess.PIPE,
           stderr=subprocess.PIPE,
           text=True,
