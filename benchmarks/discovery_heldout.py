@@ -4,16 +4,19 @@ Trains agents with `disco.train.run_train` on environments the rule never
 saw during discovery, with three rules: the discovered one (`--rule`, an
 `update_rule_params.npz` from `disco-discover`), Disco103 and actor-critic;
 `--seeds` seeds each (vmapped in one call), at equal environment steps. The
-agents are the ones the local discovery preset trains (MLP 128-128, LSTM
-64, step size 3e-4); each learner batch holds 16 fresh trajectories of 16
-steps and 16 replayed ones. The evaluation runs 16 episodes on separate
-environment instances every `--num-steps / 10` iterations.
+agents are the ones the `local` discovery preset trains (its MLP torso,
+action-model LSTM, heads and step size, read from `DiscoveryConfig()`);
+each learner batch holds 16 fresh trajectories of 16 steps and 16
+replayed ones. The evaluation runs 16 episodes on separate environment
+instances every `--num-steps / 10` iterations. Disco rules (Disco103
+included) need several hundred updates of an agent's lifetime before
+their targets move its policy, hence the default of 1500 iterations.
 
 Outputs in `--out`: `heldout.csv` (one row per rule, environment, seed and
 chunk), `heldout.png` (mean evaluation return over seeds against
-environment steps, one panel per environment) and, printed, a Markdown
-table of the final evaluation return (mean, standard deviation over seeds
-and each seed's value).
+environment steps, one panel per environment; the band spans the seeds)
+and, printed, a Markdown table of the final evaluation return (mean,
+standard deviation over seeds and each seed's value).
 
   python benchmarks/discovery_heldout.py --rule runs/discovery/update_rule_params.npz \
       --out benchmarks/results/discovery_heldout
@@ -26,6 +29,7 @@ import time
 
 import numpy as np
 
+from disco import discovery_config
 from disco import train
 from disco import weights
 
@@ -33,6 +37,7 @@ _ENVS = ('gymnax:Catch-bsuite', 'gymnax:CartPole-v1')
 
 
 def _config(rule: str, env: str, num_steps: int) -> train.TrainConfig:
+  agents = discovery_config.DiscoveryConfig()
   return train.TrainConfig(
       rule='disco' if rule != 'actor_critic' else 'actor_critic',
       env=env,
@@ -43,10 +48,10 @@ def _config(rule: str, env: str, num_steps: int) -> train.TrainConfig:
       replay_fraction=0.5,
       buffer_capacity=256,
       learning_starts=32,
-      agent_dense=(128, 128),
-      agent_lstm_size=64,
-      agent_head_mlp_hiddens=(64,),
-      agent_learning_rate=3e-4,
+      agent_dense=agents.agent_dense,
+      agent_lstm_size=agents.agent_lstm_size,
+      agent_head_mlp_hiddens=agents.agent_head_mlp_hiddens,
+      agent_learning_rate=agents.agent_learning_rate,
       eval_every=max(1, num_steps // 10),
       eval_envs=16,
       eval_max_steps=500,
@@ -60,7 +65,7 @@ def main() -> None:
   parser.add_argument('--rule', type=pathlib.Path, required=True)
   parser.add_argument('--envs', default=','.join(_ENVS))
   parser.add_argument('--seeds', type=int, default=3)
-  parser.add_argument('--num-steps', type=int, default=300)
+  parser.add_argument('--num-steps', type=int, default=1500)
   parser.add_argument('--out', type=pathlib.Path, required=True)
   args = parser.parse_args()
   args.out.mkdir(parents=True, exist_ok=True)

@@ -2,15 +2,16 @@ r"""Memory and time of a discovery meta-step against the window K.
 
 For each K (agent updates the meta-gradient flows through), builds the
 discovery step of the `local` preset's sizes (batches of 32 trajectories of
-16 steps, validation on 16 environments, the small agent) for a population
+16 steps, validation on 32 environments, the small agent) for a population
 (`--population`, default two members on 5x5 Catch, so that each program
 compiles in about a minute) and reports XLA's peak memory of the compiled
 program (arguments, outputs and temporaries, from `memory_analysis`), the
 compile time and the median wall and CPU time (all threads) of a
 meta-step after one warm-up step; CPU time is hardly affected by other
-processes competing for the cores. Each K runs in a fresh subprocess. `remat` (each agent update
-rematerialised in the backward pass) is on unless `--no-remat`; K = 20 is
-also measured without it, to show what it saves.
+processes competing for the cores. Each K runs in a fresh subprocess.
+`remat` (each agent update rematerialised in the backward pass) is on
+unless `--no-remat`; K = 20 is also measured without it, to show what it
+saves.
 
   python benchmarks/discovery_window.py                      # K = 2, 5, 10, 20
   python benchmarks/discovery_window.py --windows 2,5 --steps 3
@@ -33,7 +34,11 @@ def _worker(window: int, remat: bool, steps: int, population: str) -> None:
   from disco import discovery_config  # pylint: disable=g-import-not-at-top
   from disco import discovery_runtime  # pylint: disable=g-import-not-at-top
 
-  config = discovery_config.DiscoveryConfig(num_inner_steps=window, remat=remat)
+  config = discovery_config.DiscoveryConfig(
+      population=discovery_config.parse_population(population),
+      num_inner_steps=window,
+      remat=remat,
+  )
   trainer = discovery_runtime.discoverer_for(config)
   state = trainer.initial_state(trainer.random_params())
   key = trainer.layout.put(jax.device_get(state.rng), replicate=True)

@@ -32,8 +32,22 @@ member's meta-optimiser go on) and the number of meta-steps.
 
 Presets (`PRESETS`, `preset`): `paper` (the numbers above, lifetimes of
 {200M, 100M, 50M, 20M} steps) and `local` (the defaults: a small mixed
-suite for a 2-core CPU: three environments, lifetime budgets scaled down
-by 10^3, K = 2, small batches and agents).
+suite for a 2-core CPU, about an hour: three environments with two
+members each, K = 2, batches of 16 fresh and 16 replayed trajectories of
+16 steps, small agents).
+
+`local` scales the paper's lifetimes by agent updates, not by environment
+steps: the paper's shortest lifetime (20M steps at 96 x 29 steps per
+update) is about 7,000 agent updates; `local`'s are {8M, 4M, 2M, 0.8M}
+steps, about {10,400, 5,200, 2,600, 1,040} updates at its 1,536 steps per
+meta-step of 2 updates. Much shorter lifetimes stop discovery from a
+random rule: its per-lifetime meta-LSTM starts at zero, and its output
+multiplies the meta-network's per-step features through a linear layer
+whose bias starts at zero (`meta_nets._multiplicative_interaction`), so a
+random rule's targets ignore the trajectory until an agent has taken
+several hundred updates. The small agents learn with a step size of 2e-3
+(the paper's 3e-4 is for its larger agents; at 5e-4 they move too little
+per update). The README's discovery section has the measurements.
 """
 
 from collections.abc import Mapping, Sequence
@@ -162,14 +176,14 @@ class DiscoveryConfig(configs.ConfigBase):
       ('catch/rows=7/columns=5', 2),
       ('gymnax:DeepSea-bsuite', 2),
   )
-  num_steps: int = 600
+  num_steps: int = 1300
   num_inner_steps: int = 2
   rollout_len: int = 16
   learner_batch_size: int = 32
   replay_fraction: float = 0.5
   buffer_capacity: int = 256
-  valid_envs: int = 16
-  lifetime_budgets: tuple[int, ...] = (200_000, 100_000, 50_000, 20_000)
+  valid_envs: int = 32
+  lifetime_budgets: tuple[int, ...] = (8_000_000, 4_000_000, 2_000_000, 800_000)
   seed: int = 0
   random_init_seed: int = 1
   update_rule_params: str | None = None
@@ -179,7 +193,7 @@ class DiscoveryConfig(configs.ConfigBase):
   agent_lstm_size: int = 64
   agent_head_mlp_hiddens: tuple[int, ...] = (64,)
   agent_head_w_init_std: float = 1e-2
-  agent_learning_rate: float = 3e-4
+  agent_learning_rate: float = 2e-3
   value_fn_dense: tuple[int, ...] = (256, 256)
   value_fn_head_w_init_std: float = 1e-2
   value_fn_learning_rate: float = 1e-3
@@ -403,6 +417,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
         agent_dense=(512, 512),
         agent_lstm_size=128,
         agent_head_mlp_hiddens=(128,),
+        agent_learning_rate=3e-4,
         num_steps=10_000,
     ),
 }

@@ -1,7 +1,7 @@
 """Discovery with the paper's recipe: config, lifetimes, averaging, resume."""
 
+import json
 import os
-import pathlib
 import signal
 import subprocess
 import sys
@@ -20,8 +20,7 @@ from disco import discovery_cli
 from disco import discovery_config
 from disco import discovery_runtime
 from disco import weights
-
-_REPO = pathlib.Path(__file__).resolve().parents[1]
+from tests import forced_devices
 
 # The tests that run `_TINY` share its compiled step: one xdist worker.
 pytestmark = pytest.mark.xdist_group('discovery_tiny')
@@ -64,7 +63,7 @@ def test_presets_hold_the_papers_numbers():
   local = discovery_config.preset('local')
   assert local == discovery_config.DiscoveryConfig()
   assert len(local.members) >= 3
-  assert local.env_steps_per_step == 16 * (2 * 16 + 2 * 16)
+  assert local.env_steps_per_step == 16 * (2 * 16 + 2 * 32)
 
 
 def test_population_specs_parse_and_round_trip():
@@ -307,17 +306,28 @@ def test_cli_runs_resumes_and_writes_its_files(tmp_path, capsys):
   chex.assert_trees_all_equal(rule, straight.update_rule_params)
 
 
-_DEVICES_WORKER = r"""
+# Two Catch sizes, `{members}` members each, with tiny agents: the population
+# the subprocess workers below run (source text, formatted into them).
+_SMALL_POPULATION = """
+config = discovery_config.DiscoveryConfig(
+    population=(('catch/rows=5/columns=5', {members}),
+                ('catch/rows=6/columns=5', {members})),
+    num_steps=2, num_inner_steps=2, rollout_len=4, learner_batch_size=4,
+    replay_fraction=0.5, buffer_capacity=8, valid_envs=2,
+    lifetime_budgets=(100, 50), agent_dense=(16,), agent_lstm_size=8,
+    agent_head_mlp_hiddens=(8,), value_fn_dense=(16,),
+    checkpoint_every={checkpoint_every})
+"""
+
+_DEVICES_WORKER = (
+    r"""
 import json, sys
 import jax, numpy as np
 from disco import discovery_config, discovery_runtime
 assert jax.device_count() == int(sys.argv[1])
-config = discovery_config.DiscoveryConfig(
-    population=(('catch/rows=5/columns=5', 4), ('catch/rows=6/columns=5', 4)),
-    num_steps=2, num_inner_steps=2, rollout_len=4, learner_batch_size=4,
-    replay_fraction=0.5, buffer_capacity=8, valid_envs=2,
-    lifetime_budgets=(100, 50), agent_dense=(16,), agent_lstm_size=8,
-    agent_head_mlp_hiddens=(8,), value_fn_dense=(16,), checkpoint_every=0)
+"""
+    + _SMALL_POPULATION.format(members=4, checkpoint_every=0)
+    + r"""
 init = discovery_runtime.discoverer_for(config).random_params()
 result = discovery_runtime.run_discovery(config)
 flat = lambda tree: np.concatenate(
@@ -327,24 +337,17 @@ json.dump(dict(
     init=flat(init), params=flat(result.update_rule_params),
 ), open(sys.argv[2], 'w'))
 """
+)
 
 
 def _run_on_devices(num_devices, path):
-  env = dict(os.environ)
-  env['XLA_FLAGS'] = (
-      env.get('XLA_FLAGS', '')
-      + f' --xla_force_host_platform_device_count={num_devices}'
-  ).strip()
-  env['JAX_PLATFORMS'] = 'cpu'
-  env['PYTHONPATH'] = str(_REPO)
   subprocess.run(
       [sys.executable, '-c', _DEVICES_WORKER, str(num_devices), str(path)],
-      env=env,
+      env=forced_devices.env(num_devices),
+      cwd=forced_devices.REPO,
       check=True,
       timeout=1200,
   )
-  import json  # pylint: disable=g-import-not-at-top
-
   return json.loads(path.read_text())
 
 
@@ -385,3 +388,68 @@ def test_members_spread_over_devices_compute_the_same(tmp_path, num_devices):
   step_one, step_many = (np.asarray(r['params']) - init for r in (one, many))
   error = np.linalg.norm(step_many - step_one) / np.linalg.norm(step_one)
   assert error <= 0.1, error
+
+
+_PROCESSES_WORKER = (
+    r"""
+import json, sys
+import jax
+out_dir, process_id = sys.argv[1], int(sys.argv[2])
+if process_id >= 0:
+  jax.config.update('jax_cpu_collectives_implementation', 'gloo')
+  jax.distributed.initialize(
+      coordinator_address=sys.argv[3], num_processes=2, process_id=process_id)
+assert jax.device_count() == 2
+from disco import discovery_config, discovery_runtime
+"""
+    + _SMALL_POPULATION.format(members=2, checkpoint_every=1)
+    + r"""
+discovery_runtime.run_discovery(config, checkpoint_dir=out_dir)
+result = discovery_runtime.run_discovery(
+    config.replace(num_steps=3), checkpoint_dir=out_dir, resume=True)
+print(json.dumps(dict(
+    logs={k: v.tolist() for k, v in result.logs.items()},
+    rule=[x.ravel().tolist() for x in jax.tree.leaves(
+        result.update_rule_params)],
+)))
+"""
+)
+
+
+@pytest.mark.slow
+def test_two_processes_compute_what_two_local_devices_do(tmp_path):
+  """`jax.distributed` over two processes (Gloo) == one process, 2 devices.
+
+  Each process holds one device's members, checkpoints them under
+  `process_<i>/` and resumes them; the rule and every log (a sum of two
+  numbers, so no rounding differs) come out identical.
+  """
+  forced_devices.check_two_processes_match_two_devices(
+      _PROCESSES_WORKER, tmp_path
+  )
+
+
+@pytest.mark.slow
+def test_a_short_discovery_learns_beyond_random():
+  """From a random rule, two 5x5 Catch members learn to catch (~10 min).
+
+  The `local` preset on one of its environments for 650 meta-steps. A
+  uniformly random policy returns about -0.6 on 5x5 Catch, and 50
+  meta-steps average a few hundred of its episodes, so their mean stays
+  within a few hundredths of that; the members must first stay there (the
+  random rule moves nobody) and later reach a mean of 0 or more (more
+  catches than misses) in some window of 50 meta-steps. A rule that never
+  changes, or changes the wrong way, fails.
+  """
+  config = discovery_config.preset(
+      discovery_config.LOCAL,
+      population=(('catch/rows=5/columns=5', 2),),
+      num_steps=650,
+      checkpoint_every=0,
+  )
+  result = _run(config)
+  returns = result.logs[f'{config.members[0].label}/return']  # [650]
+  windows = np.convolve(np.nan_to_num(returns, nan=-1.0), np.ones(50) / 50,
+                        mode='valid')  # fmt: skip
+  assert windows[0] < -0.4, windows[0]
+  assert windows.max() >= 0.0, windows.max()

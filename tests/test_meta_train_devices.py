@@ -186,34 +186,7 @@ print(json.dumps(dict(
 
 @pytest.mark.slow
 def test_two_processes_compute_what_two_local_devices_do(tmp_path):
-  address = forced_devices.free_address()
-  commands = [
-      ([str(tmp_path / 'local'), '-1'], 2),
-      ([str(tmp_path / 'hosts'), '0', address], 1),
-      ([str(tmp_path / 'hosts'), '1', address], 1),
-  ]
-  procs = [
-      subprocess.Popen(
-          [sys.executable, '-c', _MULTI_PROCESS_WORKER, *args],
-          env=forced_devices.env(num_devices),
-          cwd=forced_devices.REPO,
-          stdout=subprocess.PIPE,
-          stderr=subprocess.PIPE,
-          text=True,
-      )
-      for args, num_devices in commands
-  ]
-  reports = []
-  for proc in procs:
-    out, err = proc.communicate(timeout=1800)
-    assert proc.returncode == 0, err[-4000:]
-    reports.append(json.loads(out.strip().splitlines()[-1]))
-  local, *processes = reports
-  for report in processes:
-    assert report == local
-  # Every process keeps its own device's agents.
-  for i in range(2):
-    steps = sorted(
-        p.name for p in (tmp_path / 'hosts' / f'process_{i}').iterdir()
-    )
-    assert steps == ['step_00000002', 'step_00000003']
+  """Two processes joined by `jax.distributed` == one with two devices."""
+  forced_devices.check_two_processes_match_two_devices(
+      _MULTI_PROCESS_WORKER, tmp_path
+  )
