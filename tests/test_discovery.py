@@ -400,7 +400,7 @@ if process_id >= 0:
   jax.distributed.initialize(
       coordinator_address=sys.argv[3], num_processes=2, process_id=process_id)
 assert jax.device_count() == 2
-from disco import discovery_config, discovery_runtime
+from disco import discovery_config, discovery_runtime, meta_train_runtime
 """
     + _SMALL_POPULATION.format(members=2, checkpoint_every=1)
     + r"""
@@ -409,8 +409,7 @@ result = discovery_runtime.run_discovery(
     config.replace(num_steps=3), checkpoint_dir=out_dir, resume=True)
 print(json.dumps(dict(
     logs={k: v.tolist() for k, v in result.logs.items()},
-    rule=[x.ravel().tolist() for x in jax.tree.leaves(
-        result.update_rule_params)],
+    rule=meta_train_runtime.params_digest(result.update_rule_params),
 )))
 """
 )
@@ -421,8 +420,8 @@ def test_two_processes_compute_what_two_local_devices_do(tmp_path):
   """`jax.distributed` over two processes (Gloo) == one process, 2 devices.
 
   Each process holds one device's members, checkpoints them under
-  `process_<i>/` and resumes them; the rule and every log (a sum of two
-  numbers, so no rounding differs) come out identical.
+  `process_<i>/` and resumes them; the rule (its SHA-256) and every log (a
+  sum of two numbers, so no rounding differs) come out identical.
   """
   forced_devices.check_two_processes_match_two_devices(
       _PROCESSES_WORKER, tmp_path
