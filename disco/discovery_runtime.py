@@ -93,11 +93,16 @@ class Discoverer:
         self._init_params(jax.random.PRNGKey(self.config.random_init_seed))
     )
 
-  def check_params(self, params: weights.Params) -> None:
+  def check_params(
+      self,
+      params: weights.Params,
+      what: str = 'The initial update-rule parameters',
+  ) -> None:
+    """Raises `weights.WeightsError` unless `params` fit the rule."""
     weights.validate_params(
         params,
         jax.eval_shape(self._init_params, jax.random.PRNGKey(0)),
-        what='The initial update-rule parameters',
+        what=what,
     )
 
   def _split(self, tree: Any) -> Any:

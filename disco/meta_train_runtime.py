@@ -150,12 +150,16 @@ class _MetaTrainer:
         self._init_params(jax.random.PRNGKey(self.config.random_init_seed))
     )
 
-  def check_params(self, params: weights.Params) -> None:
+  def check_params(
+      self,
+      params: weights.Params,
+      what: str = 'The initial update-rule parameters',
+  ) -> None:
     """Raises `weights.WeightsError` unless `params` fit the rule."""
     weights.validate_params(
         params,
         jax.eval_shape(self._init_params, jax.random.PRNGKey(0)),
-        what='The initial update-rule parameters',
+        what=what,
     )
 
   def _agents_template(self, *leading: int) -> meta_train.MetaTrainState:
@@ -577,6 +581,7 @@ def run_loop(
   if resume and checkpoint_dir is None:
     raise ValueError('resume=True needs a checkpoint_dir.')
   params = update_rule_params
+  what = 'The initial update-rule parameters'
   if (
       params is None
       and not resume
@@ -584,11 +589,12 @@ def run_loop(
   ):
     # A file to read: its errors come before any compilation starts.
     params = weights.load_update_rule_params_from(config.update_rule_params)
+    what = f'The update-rule parameters in {config.update_rule_params}'
   root = checkpoint_root(checkpoint_dir) if checkpoint_dir else None
   num_local = trainer.layout.num_local
   init_digest = None
   if params is not None:
-    trainer.check_params(params)
+    trainer.check_params(params, what=what)
     init_digest = params_digest(params)
   if resume:
     ckpt = checkpoint_lib.load(root)

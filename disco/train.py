@@ -783,7 +783,8 @@ def run_train(
 
   Raises:
     ValueError: `resume` without `checkpoint_dir`, or update-rule
-      parameters that do not fit the rule.
+      parameters that do not fit the rule (`weights.StructureError`,
+      naming the leaves).
     checkpoint.CheckpointError: checkpoints present without `resume`, of
       another run, or corrupt.
   """

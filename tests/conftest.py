@@ -4,8 +4,9 @@ pytest reads `pytest_report_header` only from the conftest files it loads
 at start-up, and under pytest-xdist the controller (which prints the report)
 never collects tests/parity, so these hooks live here:
 
-* the report's header says which golden set and mode the parity tests use
-  (tests/parity/platforms.py), and its summary lists each case with its mode;
+* the report's header says which golden sets and mode the parity tests use
+  and why (tests/parity/platforms.py), and its summary lists each case with
+  its mode and set;
 * `$DISCO_PARITY_MUTATION` applies a deliberate bug for the whole session
   (tests/parity/mutations.py), to check that the suite catches it;
 * on an accelerator, matmuls run at 'highest' precision, and
@@ -58,7 +59,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     chosen = platforms.select(pathlib.Path(root).resolve())
   except platforms.SelectionError as e:
     return lines + [f'disco parity: {e}']
-  return lines + ['disco parity: ' + chosen.describe()]
+  return lines + ['disco parity: ' + line for line in chosen.describe()]
 
 
 def pytest_collection_modifyitems(
@@ -111,4 +112,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
   for value in sorted(outcomes):
     name, mode, platform = value.split('|')
     counts = ', '.join(f'{n} {k}' for k, n in sorted(outcomes[value].items()))
-    terminalreporter.line(f'{name:42s} {mode:34s} set {platform:8s} {counts}')
+    terminalreporter.line(f'{name:40s} {mode:32s} set {platform:11s} {counts}')

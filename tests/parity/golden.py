@@ -2,7 +2,8 @@
 
 The goldens live outside the repository (see ../shared/parity/MANIFEST.md),
 in the directory named by `$DISCO_PARITY_DIR`, one set per kind of machine
-they were recorded on (`platforms.py` picks the set and the mode). Each
+they were recorded on (`platforms.py` picks the sets and the mode; each
+test runs once per set compared, see conftest.py). Each
 case is `<name>.npz` (flat `/`-joined keys) plus `<name>.json` (config,
 notes, tolerance). When the directory or a case is missing the test fails
 under CI (`$CI` set) and is skipped, with instructions, elsewhere.
@@ -21,7 +22,7 @@ import pytest
 
 from tests.parity import platforms
 
-PARITY_DIR_ENV = 'DISCO_PARITY_DIR'
+PARITY_DIR_ENV = platforms.PARITY_DIR_ENV
 REPORT_ENV = 'DISCO_PARITY_REPORT'
 MUTATION_ENV = 'DISCO_PARITY_MUTATION'
 # The pytest user property that names a test's cases (conftest.py, teeth.py).
@@ -56,11 +57,35 @@ def root_dir() -> pathlib.Path:
 
 
 def selection() -> platforms.Selection:
-  """The golden set and mode of this run; fails if they cannot be had."""
+  """The golden sets and mode of this run; fails if they cannot be had."""
   try:
     return platforms.select(root_dir())
   except platforms.SelectionError as e:
     pytest.fail(str(e), pytrace=False)
+
+
+# The set the running test compares against: set by the `golden_set`
+# fixture (tests/parity/conftest.py), which runs each test once per set.
+_current: platforms.GoldenSet | None = None
+
+
+def use_set(golden_set: platforms.GoldenSet | None) -> None:
+  """Makes `Case` load from `golden_set` (None: no set chosen)."""
+  global _current
+  _current = golden_set
+
+
+def current_set() -> platforms.GoldenSet:
+  """The set the running test compares against."""
+  chosen = selection()
+  if _current is not None:
+    return _current
+  if len(chosen.compared) == 1:
+    return chosen.compared[0]
+  raise RuntimeError(
+      'This run compares against several golden sets, but the test has no'
+      ' `golden_set` parameter (tests/parity/conftest.py).'
+  )
 
 
 # The cases each test loaded, with their modes, for the report (conftest.py).
@@ -73,7 +98,8 @@ class Case:
   Attributes:
     name: the case.
     mode: NATIVE or CROSS: which tolerances apply (see `pick`).
-    platform: the kind of machine the loaded set was recorded on.
+    platform: the name of the set it was loaded from.
+    directory: that set's directory.
     arrays: {key: array}.
     meta: the JSON sidecar.
   """
@@ -99,15 +125,17 @@ class Case:
         for cases used only as input data, e.g. the Disco103 weights).
     """
     chosen = selection()
+    golden_set = current_set()
     self.name = name
-    self.platform = chosen.platform
+    self.platform = golden_set.name
     self.mode = CROSS if cross else chosen.mode
     if directory is None:
-      directory = chosen.directory
+      directory = golden_set.directory
     else:
       self.platform = next(
-          (k for k, v in chosen.sets.items() if v == directory), 'other'
+          (s.name for s in chosen.sets if s.directory == directory), 'other'
       )
+    self.directory = directory
     npz_path = directory / f'{name}.npz'
     json_path = directory / f'{name}.json'
     for path in (npz_path, json_path):
@@ -264,6 +292,7 @@ def assert_close(
   mode = case.mode if isinstance(case, Case) else ''
   if norm is None:
     norm = mode == CROSS
+  golden_set = case.platform if isinstance(case, Case) else ''
   case = case.name if isinstance(case, Case) else case
   problems = []
   worst = 0.0
@@ -276,7 +305,7 @@ def assert_close(
   for key in sorted(set(expected) & set(got)):
     want = np.asarray(expected[key])
     have = np.asarray(got[key])
-    record = dict(case=case, check=label, mode=mode, leaf=key)
+    record = dict(case=case, set=golden_set, check=label, mode=mode, leaf=key)
     if have.shape != want.shape:
       problems.append(f'{key}: shape {have.shape} != expected {want.shape}')
       _record(**record, measure='shape', ratio=float('inf'))
@@ -438,7 +467,9 @@ def assert_scalar(
     label: str,
 ) -> None:
   """A single derived statistic (a cosine, an iteration count) in bounds."""
-  record = dict(case=case.name, check=label, mode=case.mode, leaf=name)
+  record = dict(
+      case=case.name, set=case.platform, check=label, mode=case.mode, leaf=name
+  )
   if at_most is not None:
     ratio = _ratio(value, at_most)
     bound = f'<= {at_most:.4g}'

@@ -2,18 +2,24 @@
 
 Runs the parity suite once per mode without any bug (the baseline, which
 must pass) and once per mode and bug of `mutations.MUTATIONS` (each applied
-alone through `$DISCO_PARITY_MUTATION`), and tabulates the failing cases.
-Every bug must make at least one case fail in cross-platform mode, the
-loose one; the exit status says whether that holds.
+alone through `$DISCO_PARITY_MUTATION`), and tabulates the failing cases
+per golden set. Cross mode compares against every set, this machine's own
+included (its kind is taken to be one without a set); native mode against
+this machine's own set. Every bug must make at least one case fail against
+every set in cross mode, the loose one; the exit status says whether that
+holds.
 
     python -m tests.parity.teeth --out teeth/            # everything (slow)
     python -m tests.parity.teeth --modes cross --mutations polyak_inverted
+    python -m tests.parity.teeth --modes cross --mutations   # spread only
 
-Writes to --out: `teeth.md` (the table in the README), `teeth.csv` (bug,
-mode, failing cases), `margins.csv` (per mode, bug and case, the worst
-comparison as a multiple of its tolerance: the baseline's is the spread
-measured here, a bug's is how far it lands outside), and the runs' logs and
-JSON-lines reports.
+Writes to --out, after every run: `teeth.md` (the table in the README),
+`teeth.csv` (bug, mode, set, failing cases), `margins.csv` and `margins.md`
+(per mode, set, bug and case, the worst comparison as a multiple of its
+tolerance: the baseline's is the spread measured here, a bug's is how far
+it lands outside), `teeth.json` (everything; `--resume` skips the runs it
+holds), and the runs' logs and JSON-lines reports. The runs share a JAX
+compilation cache in --out unless `$JAX_COMPILATION_CACHE_DIR` is set.
 """
 
 import argparse
@@ -33,6 +39,9 @@ from tests.parity import platforms
 
 _REPO = pathlib.Path(__file__).resolve().parents[2]
 _BASELINE = 'none'
+# Cross mode's kind of machine: one that matches no set, so that every set,
+# this machine's own included, is compared.
+_NO_SET_KIND = 'teeth-no-set'
 
 
 def _run(
@@ -52,6 +61,9 @@ def _run(
     path.unlink(missing_ok=True)
   env = dict(os.environ)
   env[platforms.MODE_ENV] = mode
+  if mode == platforms.CROSS:
+    env[platforms.PLATFORM_ENV] = _NO_SET_KIND
+  env.setdefault('JAX_COMPILATION_CACHE_DIR', str(out / 'jax-cache'))
   env[golden.REPORT_ENV] = str(report)
   env.pop(golden.MUTATION_ENV, None)
   if mutation != _BASELINE:
@@ -73,65 +85,96 @@ def _run(
         f'pytest exited with {process.returncode} for {tag}; see {log}.'
     )
 
-  worst: dict[str, float] = {}
-  failing: set[str] = set()
+  # Keyed by set, then case.
+  worst: dict[str, dict[str, float]] = {}
+  failing: dict[str, set[str]] = {}
   if report.exists():
     for line in report.read_text().splitlines():
       row = json.loads(line)
       ratio = float(row['ratio'])
-      worst[row['case']] = max(worst.get(row['case'], 0.0), ratio)
+      cases = worst.setdefault(row.get('set', ''), {})
+      cases[row['case']] = max(cases.get(row['case'], 0.0), ratio)
       if ratio > 1.0:
-        failing.add(row['case'])
+        failing.setdefault(row.get('set', ''), set()).add(row['case'])
   failing_tests = []
   for testcase in ET.parse(junit).getroot().iter('testcase'):
     if testcase.find('failure') is None and testcase.find('error') is None:
       continue
     name = f'{testcase.get("classname")}::{testcase.get("name")}'
     failing_tests.append(name)
-    cases = [
-        p.get('value').split('|')[0]
+    loaded = [
+        p.get('value').split('|')
         for p in testcase.iter('property')
         if p.get('name') == golden.CASE_PROPERTY
     ]
     # A test that stopped with an exception before comparing anything fails
     # every case it loaded (e.g. a shape error inside the library).
-    if not any(c in failing for c in cases):
-      failing.update(cases or [name])
-      for c in cases:
-        worst[c] = float('inf')
+    if not any(c in failing.get(s, ()) for c, _, s in loaded):
+      for case, _, golden_set in loaded:
+        failing.setdefault(golden_set, set()).add(case)
+        worst.setdefault(golden_set, {})[case] = float('inf')
+      if not loaded:
+        failing.setdefault('', set()).add(name)
+  summary = '; '.join(
+      f'{s or "?"}: {", ".join(sorted(c))}' for s, c in sorted(failing.items())
+  )
   print(
-      f'{tag:45s} {seconds:6.0f} s  failing cases:'
-      f' {", ".join(sorted(failing)) or "none"}',
+      f'{tag:45s} {seconds:6.0f} s  failing cases: {summary or "none"}',
       flush=True,
   )
-  return dict(failing=sorted(failing), failing_tests=failing_tests, worst=worst)
+  return dict(
+      failing={k: sorted(v) for k, v in failing.items()},
+      failing_tests=failing_tests,
+      worst=worst,
+      seconds=seconds,
+  )
 
 
 def _short(case: str) -> str:
   return f'`{case}`'
 
 
+def _columns(results, modes) -> list[tuple[str, str]]:
+  """(mode, set) pairs, in the order the runs met them."""
+  columns = []
+  for mode in modes:
+    for run in results[mode].values():
+      for golden_set in run['worst']:
+        if (mode, golden_set) not in columns:
+          columns.append((mode, golden_set))
+  return columns
+
+
 def _write(results, modes, names, out: pathlib.Path) -> None:
+  """The tables of everything run so far (see the module docstring)."""
+  columns = _columns(results, modes)
   with open(out / 'teeth.csv', 'w', newline='') as f:
     writer = csv.writer(f)
-    writer.writerow(['bug', 'mode', 'num_failing_cases', 'failing_cases'])
+    writer.writerow(
+        ['bug', 'mode', 'set', 'num_failing_cases', 'failing_cases']
+    )
     for name in names:
-      for mode in modes:
+      for mode, golden_set in columns:
         if name in results[mode]:
-          failing = results[mode][name]['failing']
-          writer.writerow([name, mode, len(failing), ' '.join(failing)])
+          failing = results[mode][name]['failing'].get(golden_set, [])
+          writer.writerow(
+              [name, mode, golden_set, len(failing), ' '.join(failing)]
+          )
   with open(out / 'margins.csv', 'w', newline='') as f:
     writer = csv.writer(f)
-    writer.writerow(['mode', 'bug', 'case', 'worst_ratio'])
-    for mode in modes:
+    writer.writerow(['mode', 'set', 'bug', 'case', 'worst_ratio'])
+    for mode, golden_set in columns:
       for name in names:
         if name not in results[mode]:
           continue
-        for case, ratio in sorted(results[mode][name]['worst'].items()):
-          writer.writerow([mode, name, case, f'{ratio:.4g}'])
+        worst = results[mode][name]['worst'].get(golden_set, {})
+        for case, ratio in sorted(worst.items()):
+          writer.writerow([mode, golden_set, name, case, f'{ratio:.4g}'])
   lines = [
-      '| bug | ' + ' | '.join(f'failing cases, {m} mode' for m in modes) + ' |',
-      '|---|' + '---|' * len(modes),
+      '| bug | '
+      + ' | '.join(f'failing cases, {m} mode, set `{g}`' for m, g in columns)
+      + ' |',
+      '|---|' + '---|' * len(columns),
   ]
   for name in names:
     description = (
@@ -140,11 +183,11 @@ def _write(results, modes, names, out: pathlib.Path) -> None:
         else f'`{name}`: {mutations.MUTATIONS[name].description}'
     )
     cells = []
-    for mode in modes:
+    for mode, golden_set in columns:
       if name not in results[mode]:
         cells.append('(not run)')
         continue
-      failing = results[mode][name]['failing']
+      failing = results[mode][name]['failing'].get(golden_set, [])
       cells.append(
           f'{len(failing)}: ' + ', '.join(_short(c) for c in failing)
           if failing
@@ -153,20 +196,20 @@ def _write(results, modes, names, out: pathlib.Path) -> None:
     lines.append(f'| {description} | ' + ' | '.join(cells) + ' |')
   (out / 'teeth.md').write_text('\n'.join(lines) + '\n')
   (out / 'teeth.json').write_text(json.dumps(results, indent=1))
-  (out / 'margins.md').write_text(_margins_table(results, modes, names))
+  (out / 'margins.md').write_text(_margins_table(results, columns, names))
 
 
-def _margins_table(results, modes, names) -> str:
-  """Per mode and case: the spread and the closest bug, in tolerances."""
+def _margins_table(results, columns, names) -> str:
+  """Per mode, set and case: the spread and the closest bug, in tolerances."""
   lines = []
-  for mode in modes:
+  for mode, golden_set in columns:
     if _BASELINE not in results[mode]:
       continue
-    baseline = results[mode][_BASELINE]['worst']
+    baseline = results[mode][_BASELINE]['worst'].get(golden_set, {})
     lines += [
         (
-            f'{mode} mode: worst comparison of each case as a multiple of its'
-            ' tolerance (above 1 fails)'
+            f'{mode} mode against set `{golden_set}`: worst comparison of each'
+            ' case as a multiple of its tolerance (above 1 fails)'
         ),
         '',
         '| case | no bug | bugs caught | closest catch |',
@@ -174,11 +217,11 @@ def _margins_table(results, modes, names) -> str:
     ]
     for case in sorted(baseline):
       caught = sorted(
-          (results[mode][n]['worst'].get(case, 0.0), n)
+          (results[mode][n]['worst'].get(golden_set, {}).get(case, 0.0), n)
           for n in names
           if n != _BASELINE
           and n in results[mode]
-          and results[mode][n]['worst'].get(case, 0.0) > 1.0
+          and case in results[mode][n]['failing'].get(golden_set, ())
       )
       closest = f'{caught[0][0]:.3g} (`{caught[0][1]}`)' if caught else '-'
       lines.append(
@@ -201,14 +244,22 @@ def main(argv: Sequence[str] | None = None) -> int:
   )
   parser.add_argument(
       '--mutations',
-      nargs='+',
+      nargs='*',
       default=list(mutations.MUTATIONS),
       choices=list(mutations.MUTATIONS),
       metavar='BUG',
-      help=f'bugs to apply (default: all: {", ".join(mutations.MUTATIONS)})',
+      help=(
+          'bugs to apply (default: all:'
+          f' {", ".join(mutations.MUTATIONS)}; none: the baseline alone)'
+      ),
   )
   parser.add_argument('--out', type=pathlib.Path, default=pathlib.Path('teeth'))
   parser.add_argument('--workers', type=int, default=2)
+  parser.add_argument(
+      '--resume',
+      action='store_true',
+      help="skip the runs that --out's teeth.json already holds",
+  )
   parser.add_argument(
       '--tests', nargs='+', default=['tests/parity'], help='pytest targets'
   )
@@ -218,22 +269,34 @@ def main(argv: Sequence[str] | None = None) -> int:
   args.out.mkdir(parents=True, exist_ok=True)
   names = [_BASELINE] + list(args.mutations)
   results = {mode: {} for mode in args.modes}
+  saved = args.out / 'teeth.json'
+  if args.resume and saved.exists():
+    for mode, runs in json.loads(saved.read_text()).items():
+      if mode in results:
+        results[mode].update(runs)
   for mode in args.modes:
     for name in names:
+      if name in results[mode]:
+        print(f'{mode}-{name}: done earlier (--resume)', flush=True)
+        continue
       results[mode][name] = _run(mode, name, args.out, args.workers, args.tests)
       _write(results, args.modes, names, args.out)
+  _write(results, args.modes, names, args.out)
   print((args.out / 'teeth.md').read_text())
 
   ok = True
   for mode in args.modes:
-    if results[mode][_BASELINE]['failing']:
+    if any(results[mode][_BASELINE]['failing'].values()):
       print(f'The baseline fails in {mode} mode.')
       ok = False
   if platforms.CROSS in args.modes:
+    sets = list(results[platforms.CROSS][_BASELINE]['worst'])
     for name in args.mutations:
-      if not results[platforms.CROSS][name]['failing']:
-        print(f'{name} is caught by no case in cross-platform mode.')
-        ok = False
+      failing = results[platforms.CROSS][name]['failing']
+      for golden_set in sets:
+        if not failing.get(golden_set):
+          print(f'{name} is caught by no case against set {golden_set}.')
+          ok = False
   return 0 if ok else 1
 
 

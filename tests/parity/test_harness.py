@@ -1,83 +1,23 @@
-"""The parity harness itself: set selection, modes and comparison measures.
+"""The parity harness itself: modes, comparison measures and mutations.
 
-Hand-worked numbers; no goldens needed.
+Hand-worked numbers; no goldens needed. The choice of golden sets is
+tested in test_platforms.py.
 """
-
-import pathlib
 
 import numpy as np
 import pytest
 
 from tests.parity import golden
 from tests.parity import mutations
-from tests.parity import platforms
 
-
-@pytest.fixture
-def sets(tmp_path: pathlib.Path) -> pathlib.Path:
-  """A main set and an AVX2 set, one (empty) case each."""
-  (tmp_path / 'a.npz').touch()
-  avx2 = tmp_path / platforms.PLATFORMS_SUBDIR / 'avx2'
-  avx2.mkdir(parents=True)
-  (avx2 / 'a.npz').touch()
-  return tmp_path
-
-
-def _select(monkeypatch, root, machine, mode=None):
-  platforms.select.cache_clear()
-  monkeypatch.setenv(platforms.PLATFORM_ENV, machine)
-  if mode is None:
-    monkeypatch.delenv(platforms.MODE_ENV, raising=False)
-  else:
-    monkeypatch.setenv(platforms.MODE_ENV, mode)
-  try:
-    return platforms.select(root)
-  finally:
-    platforms.select.cache_clear()
-
-
-@pytest.mark.parametrize(
-    'machine, mode, want_mode, want_set',
-    [
-        ('avx2', None, 'native', 'avx2'),
-        ('avx512', 'auto', 'native', 'avx512'),
-        ('avx2', 'cross', 'cross', 'avx512'),
-        ('avx512', 'cross', 'cross', 'avx2'),
-        ('gpu', None, 'cross', 'avx512'),
-        ('cpu-arm64', 'cross', 'cross', 'avx512'),
-    ],
-)
-def test_selection(monkeypatch, sets, machine, mode, want_mode, want_set):
-  chosen = _select(monkeypatch, sets, machine, mode)
-  assert (chosen.mode, chosen.platform) == (want_mode, want_set)
-  assert chosen.directory == platforms.golden_sets(sets)[want_set]
-  assert want_mode in chosen.describe() and machine in chosen.describe()
-
-
-def test_selection_errors(monkeypatch, sets, tmp_path_factory):
-  with pytest.raises(platforms.SelectionError, match='no golden set'):
-    _select(monkeypatch, sets, 'gpu', 'native')
-  with pytest.raises(platforms.SelectionError, match='expected one of'):
-    _select(monkeypatch, sets, 'avx2', 'loose')
-  only_main = tmp_path_factory.mktemp('only_main')
-  (only_main / 'a.npz').touch()
-  with pytest.raises(platforms.SelectionError, match='another kind'):
-    _select(monkeypatch, only_main, 'avx512', 'cross')
-
-
-def test_detect_machine_reads_the_override(monkeypatch):
-  monkeypatch.setenv(platforms.PLATFORM_ENV, 'avx2')
-  assert platforms.detect_machine()[0] == 'avx2'
-  monkeypatch.delenv(platforms.PLATFORM_ENV)
-  kind, reason = platforms.detect_machine()
-  assert kind and reason
+pytestmark = pytest.mark.without_goldens
 
 
 def test_pick_by_mode_and_backend(monkeypatch):
   case = object.__new__(golden.Case)  # No files needed to pick.
-  case.mode = platforms.NATIVE
+  case.mode = golden.NATIVE
   assert case.pick(native=1, cross=2, accelerator=3) == 1
-  case.mode = platforms.CROSS
+  case.mode = golden.CROSS
   monkeypatch.setattr(golden.jax, 'default_backend', lambda: 'cpu')
   assert case.pick(native=1, cross=2, accelerator=3) == 2
   monkeypatch.setattr(golden.jax, 'default_backend', lambda: 'gpu')

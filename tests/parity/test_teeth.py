@@ -1,9 +1,9 @@
 """Every plausible porting bug fails the cross-platform suite (slow).
 
 Runs `python -m tests.parity.teeth --modes cross`: the parity suite once
-without a bug and once per bug of mutations.py, about 45 minutes on 2 CPU
-cores, so it is marked `slow` and CI does not run it; the README's Parity
-section has its table for both modes.
+without a bug and once per bug of mutations.py, each against all three
+golden sets, about 65 minutes on 2 CPU cores, so it is marked `slow` and
+CI does not run it; the README's Parity section has its table.
 """
 
 import pathlib
@@ -12,6 +12,8 @@ import pytest
 
 from tests.parity import golden
 from tests.parity import teeth
+
+pytestmark = pytest.mark.without_goldens
 
 
 @pytest.mark.slow

@@ -1,0 +1,76 @@
+"""Runs every golden test once per golden set this run compares against.
+
+`platforms.select` decides the sets (native mode: this machine's; cross
+mode: every other one); each test that loads goldens gets a `golden_set`
+parameter with one value per set, which `golden.Case` loads from. Tests
+marked `without_goldens` (the harness's own) run once. The session-wide
+hooks (report header and summary, mutations) live in tests/conftest.py.
+"""
+
+import os
+import pathlib
+
+import pytest
+
+from tests.parity import golden
+from tests.parity import platforms
+
+_UNSELECTED = 'no-golden-set'
+
+
+def _set_names() -> list[str]:
+  """The names of the sets compared, or a placeholder that fails or skips."""
+  root = os.environ.get(golden.PARITY_DIR_ENV)
+  if not root or not pathlib.Path(root).is_dir():
+    return [_UNSELECTED]
+  try:
+    chosen = platforms.select(pathlib.Path(root).resolve())
+  except platforms.SelectionError:
+    return [_UNSELECTED]  # The fixture reports why.
+  return [s.name for s in chosen.compared]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+  if metafunc.definition.get_closest_marker('without_goldens'):
+    return
+  if 'golden_set' in metafunc.fixturenames:
+    names = _set_names()
+    metafunc.parametrize('golden_set', names, ids=names, indirect=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+  """One test's runs against the different sets share a worker (`-n`).
+
+  They share its compiled programs (and the eval curve's one run).
+  """
+  for item in items:
+    callspec = getattr(item, 'callspec', None)
+    if callspec is None or 'golden_set' not in callspec.params:
+      continue
+    others = sorted(
+        (k, str(v)) for k, v in callspec.params.items() if k != 'golden_set'
+    )
+    item.add_marker(
+        pytest.mark.xdist_group(
+            f'{item.path.stem}:{item.originalname}:{others}'
+        )
+    )
+
+
+@pytest.fixture(autouse=True)
+def golden_set(request: pytest.FixtureRequest):
+  """The set this test run compares against (None: the harness's tests)."""
+  name = getattr(request, 'param', None)
+  if name is None:
+    yield None
+    return
+  if name == _UNSELECTED:
+    golden.selection()  # Fails (CI) or skips, saying why.
+  chosen = golden.selection()
+  golden_set = chosen.by_name(name)
+  golden.use_set(golden_set)
+  try:
+    yield golden_set
+  finally:
+    golden.use_set(None)
