@@ -5,9 +5,10 @@ gives other low bits on each (MANIFEST.md sections 3a and 3b). The goldens
 therefore come in sets, one per machine they were recorded on: the set in
 `$DISCO_PARITY_DIR` itself and those in `platforms/<name>/` beside it. Each
 set's `PLATFORM.json` says what it was recorded on (vendor, ISA level, and
-CPU family and model where known). This machine is read from the system in
-the same fields, and a set *matches* it when every field the set recorded
-is this machine's (`matches`). A run has one of two modes:
+CPU family and model where known), its cases' JSON the jaxlib version. This
+machine is read from the system in the same fields, and a set *matches* it
+when every field the set recorded is this machine's (`matches`). A run has
+one of two modes:
 
 * `native`: against the set that matches this machine, at the tight
   tolerances that hold there (bit for bit where the reference is
@@ -47,6 +48,7 @@ import sys
 from typing import Any
 
 import jax
+import jaxlib
 
 PARITY_DIR_ENV = 'DISCO_PARITY_DIR'
 MODE_ENV = 'DISCO_PARITY_MODE'
@@ -74,6 +76,7 @@ IDENTITY_FIELDS = (
     'isa',
     'cpu_family',
     'model',
+    'jaxlib',
 )
 # Without these a recorded platform is too vague to match anything.
 _REQUIRED = {'cpu': ('vendor_id', 'isa')}
@@ -155,14 +158,17 @@ def _cpuinfo() -> dict[str, str]:
 
 
 def read_machine() -> Machine:
-  """This machine, from JAX's backend and /proc/cpuinfo."""
+  """This machine, from JAX's backend and version and /proc/cpuinfo."""
   backend = jax.default_backend()
   if backend != 'cpu':
     kind = jax.devices()[0].device_kind
-    return Machine(fields=dict(backend=backend, device_kind=kind), name=kind)
+    fields = dict(backend=backend, device_kind=kind, jaxlib=jaxlib.__version__)
+    return Machine(fields=fields, name=kind)
   arch = platform_lib.machine().lower()
   arch = {'amd64': 'x86_64', 'aarch64': 'arm64'}.get(arch, arch)
-  fields: dict[str, Any] = dict(backend='cpu', arch=arch)
+  fields: dict[str, Any] = dict(
+      backend='cpu', arch=arch, jaxlib=jaxlib.__version__
+  )
   info = _cpuinfo()
   text = info.get('flags', info.get('Features'))
   flags = frozenset(text.split()) if text is not None else None
@@ -249,8 +255,27 @@ def _read_record(directory: pathlib.Path) -> dict[str, Any] | None:
   return record
 
 
+def _recorded_jaxlib(directory: pathlib.Path) -> str | None:
+  """The jaxlib version a case's JSON sidecar says it was recorded with."""
+  for path in sorted(directory.glob('*.json')):
+    if path.name == PLATFORM_FILE:
+      continue
+    try:
+      versions = json.loads(path.read_text()).get('versions', {})
+    except (OSError, json.JSONDecodeError, AttributeError):
+      continue
+    if isinstance(versions, dict) and versions.get('jaxlib'):
+      return str(versions['jaxlib'])
+  return None
+
+
 def golden_sets(root: pathlib.Path) -> tuple[GoldenSet, ...]:
-  """The sets in `root` (if it holds cases) and in `root/platforms/*/`."""
+  """The sets in `root` (if it holds cases) and in `root/platforms/*/`.
+
+  A set's record is its PLATFORM.json, with the jaxlib version of its
+  cases' JSON sidecars where PLATFORM.json names none: XLA's code, and so
+  the low bits, can change with the compiler as with the CPU.
+  """
   directories = [root] if any(root.glob('*.npz')) else []
   subdir = root / PLATFORMS_SUBDIR
   if subdir.is_dir():
@@ -262,6 +287,10 @@ def golden_sets(root: pathlib.Path) -> tuple[GoldenSet, ...]:
   sets = []
   for directory in directories:
     record = _read_record(directory)
+    if record is not None and 'jaxlib' not in record:
+      jaxlib_version = _recorded_jaxlib(directory)
+      if jaxlib_version:
+        record = dict(record, jaxlib=jaxlib_version)
     default = MAIN_SET if directory == root else directory.name
     name = str((record or {}).get('set') or default)
     taken = {s.name for s in sets}

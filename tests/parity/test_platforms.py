@@ -232,6 +232,23 @@ def test_the_override_names_a_kind(monkeypatch, root, platform, want):
   assert platform in chosen.reason
 
 
+def test_another_jaxlib_is_another_kind(monkeypatch, root):
+  """The compiler's version is part of the kind, read from the cases' JSON."""
+  amd = root / platforms.PLATFORMS_SUBDIR / 'avx512-amd'
+  (amd / 'a.json').write_text(json.dumps({'versions': {'jaxlib': '0.0.1'}}))
+  chosen = _select(monkeypatch, root, machine='amd-epyc-zen4')
+  assert chosen.mode == 'cross' and _names(chosen.compared) == _ALL
+  here = platforms.jaxlib.__version__
+  assert chosen.matching['avx512-amd'] == (
+      False,
+      f'jaxlib {here} here, 0.0.1 there',
+  )
+  (amd / 'a.json').write_text(json.dumps({'versions': {'jaxlib': here}}))
+  chosen = _select(monkeypatch, root, machine='amd-epyc-zen4')
+  assert _names(chosen.compared) == ('avx512-amd',)
+  assert 'jaxlib' in chosen.matching['avx512-amd'][1]
+
+
 def test_a_set_without_platform_json_is_never_native(monkeypatch, root):
   (root / platforms.PLATFORM_FILE).unlink()  # The main set's.
   chosen = _select(monkeypatch, root, machine='intel-xeon-sapphire-rapids')
