@@ -98,7 +98,7 @@ class Case:
   Attributes:
     name: the case.
     mode: NATIVE or CROSS: which tolerances apply (see `pick`).
-    platform: the name of the set it was loaded from.
+    set_name: the name of the set it was loaded from.
     directory: that set's directory.
     arrays: {key: array}.
     meta: the JSON sidecar.
@@ -127,12 +127,12 @@ class Case:
     chosen = selection()
     golden_set = current_set()
     self.name = name
-    self.platform = golden_set.name
+    self.set_name = golden_set.name
     self.mode = CROSS if cross else chosen.mode
     if directory is None:
       directory = golden_set.directory
     else:
-      self.platform = next(
+      self.set_name = next(
           (s.name for s in chosen.sets if s.directory == directory), 'other'
       )
     self.directory = directory
@@ -146,7 +146,7 @@ class Case:
     self.meta: dict[str, Any] = json.loads(json_path.read_text())
     if record:
       label = self.mode if not cross else f'{CROSS} ({cross})'
-      loaded.append((name, label, self.platform))
+      loaded.append((name, label, self.set_name))
 
   @property
   def cross(self) -> bool:
@@ -292,7 +292,7 @@ def assert_close(
   mode = case.mode if isinstance(case, Case) else ''
   if norm is None:
     norm = mode == CROSS
-  golden_set = case.platform if isinstance(case, Case) else ''
+  golden_set = case.set_name if isinstance(case, Case) else ''
   case = case.name if isinstance(case, Case) else case
   problems = []
   worst = 0.0
@@ -468,7 +468,7 @@ def assert_scalar(
 ) -> None:
   """A single derived statistic (a cosine, an iteration count) in bounds."""
   record = dict(
-      case=case.name, set=case.platform, check=label, mode=case.mode, leaf=name
+      case=case.name, set=case.set_name, check=label, mode=case.mode, leaf=name
   )
   if at_most is not None:
     ratio = _ratio(value, at_most)
