@@ -52,6 +52,7 @@ NAMED_ERRORS = (
     weights.WeightsNotFoundError,
     weights.DownloadError,
     checkpoint.CheckpointError,
+    files.TreeMismatchError,
     registry.UnknownEnvironmentError,
     ImportError,
 )

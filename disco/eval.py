@@ -171,7 +171,7 @@ def run_eval(
   Raises:
     ValueError: `resume` without `checkpoint_dir`, checkpoints of a host
       environment, or update-rule parameters that do not fit the rule
-      (`weights.StructureError`, naming the leaves).
+      (`files.TreeMismatchError`, naming the leaves).
     checkpoint.CheckpointError: checkpoints present without `resume`
       (`CheckpointExistsError`), or of another run
       (`CheckpointMismatchError`), or corrupt.

@@ -91,37 +91,12 @@ def default_update_rule_params(
     A parameter tree of host arrays.
   """
   if config.rule == DISCO:
-    source = config.update_rule_params or configs.DISCO103
-    params = weights.load_update_rule_params_from(source)
-    check_update_rule_params(
-        update_rule, params, f'The update-rule parameters in {source}'
+    return weights.load_update_rule_params_from(
+        config.update_rule_params or configs.DISCO103
     )
-    return params
   # The baselines have no meta-parameters: their rules return a placeholder.
   params, _ = update_rule.init_params(jax.random.PRNGKey(0))
   return jax.device_get(params)
-
-
-def check_update_rule_params(
-    update_rule: update_rules_base.UpdateRule,
-    params: types.MetaParams,
-    what: str = 'The update-rule parameters',
-) -> None:
-  """Raises `weights.StructureError` unless `params` fit `update_rule`.
-
-  The keys and shapes of its `init_params`, named in the message, so that
-  a wrong rule file is a named error rather than a shape error in XLA.
-  """
-  got = {k: files.shape_of(v) for k, v in files.named_leaves(params).items()}
-  diff = files.diff_trees(got, update_rule.meta_param_shapes())
-  if diff:
-    raise weights.StructureError(
-        f'{what} do not match {type(update_rule).__name__}'
-        f' ({diff.num_expected} tensors): {diff.describe()}.',
-        missing=diff.missing,
-        unexpected=diff.unexpected,
-        mismatched=diff.mismatched,
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,7 +152,7 @@ def build(
   rounding, which the faithful loop and the fast path keep).
 
   Raises:
-    weights.StructureError: if the update-rule parameters do not fit the
+    files.TreeMismatchError: if the update-rule parameters do not fit the
       rule.
   """
   env = _make_env(config)
@@ -189,10 +164,15 @@ def build(
       batch_axis_name=devices_lib.AXIS_NAME,
       taken_action_gradients=taken_action_gradients,
   )
+  what = 'The update-rule parameters'
   if update_rule_params is None:
     update_rule_params = default_update_rule_params(config, agent.update_rule)
+    if config.rule == DISCO:
+      what += f' in {config.update_rule_params or configs.DISCO103}'
   # Fail here, with names, rather than inside the compiler.
-  check_update_rule_params(agent.update_rule, update_rule_params)
+  update_rules_base.check_meta_params(
+      agent.update_rule, update_rule_params, what
+  )
   value_fn = None
   if config.rule == POLICY_GRADIENT:
     value_fn = make_value_function(config, settings)

@@ -241,6 +241,18 @@ def shape_dtype_of(leaf: Any) -> ShapeDtype:
   return ShapeDtype(shape_of(leaf), np.dtype(dtype))
 
 
+class TreeMismatchError(ValueError):
+  """A tree has missing or unexpected leaves, or leaves of another shape.
+
+  Attributes:
+    diff: how it differs (`TreeDiff`).
+  """
+
+  def __init__(self, message: str, diff: 'TreeDiff'):
+    super().__init__(message)
+    self.diff = diff
+
+
 @dataclasses.dataclass(frozen=True)
 class TreeDiff:
   """How a flat `{name: spec}` tree differs from the expected one.

@@ -783,7 +783,7 @@ def run_train(
 
   Raises:
     ValueError: `resume` without `checkpoint_dir`, or update-rule
-      parameters that do not fit the rule (`weights.StructureError`,
+      parameters that do not fit the rule (`files.TreeMismatchError`,
       naming the leaves).
     checkpoint.CheckpointError: checkpoints present without `resume`, of
       another run, or corrupt.

@@ -24,22 +24,26 @@ def _shapes_by_path(tree: chex.ArrayTree) -> dict[str, tuple[int, ...]]:
   return {k: files.shape_of(x) for k, x in files.named_leaves(tree).items()}
 
 
-def check_meta_params(rule: 'UpdateRule', meta_params: chex.ArrayTree) -> None:
-  """Raises a ValueError naming the first differences from the rule's tree.
+def check_meta_params(
+    rule: 'UpdateRule',
+    meta_params: chex.ArrayTree,
+    what: str = 'Update-rule parameters',
+) -> None:
+  """Raises `files.TreeMismatchError` naming the first differences.
 
   Compares keys and shapes with those of `rule.init_params`, so that e.g.
   weights of another architecture fail here, with names, rather than as a
   shape error deep inside XLA. Cheap: the expected shapes are computed once
   per rule (abstractly) and the check runs at trace time. The message lists
-  differences like `disco.weights.validate_params` does (`disco.files`).
+  differences like `disco.weights.validate_params` does (`disco.files`),
+  starting with `what` (e.g. the file the parameters came from).
   """
   diff = files.diff_trees(
       _shapes_by_path(meta_params), rule.meta_param_shapes()
   )
   if diff:
-    raise ValueError(
-        f'Update-rule parameters do not match {type(rule).__name__}: '
-        f'{diff.describe()}.'
+    raise files.TreeMismatchError(
+        f'{what} do not match {type(rule).__name__}: {diff.describe()}.', diff
     )
 
 

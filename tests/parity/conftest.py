@@ -65,10 +65,8 @@ def golden_set(request: pytest.FixtureRequest):
   if name is None:
     yield None
     return
-  if name == _UNSELECTED:
-    golden.selection()  # Fails (CI) or skips, saying why.
-  chosen = golden.selection()
-  golden_set = chosen.by_name(name)
+  # Without a selection (`_UNSELECTED`) this fails (CI) or skips, saying why.
+  golden_set = golden.selection().by_name(name)
   golden.use_set(golden_set)
   try:
     yield golden_set

@@ -77,9 +77,9 @@ def use_set(golden_set: platforms.GoldenSet | None) -> None:
 
 def current_set() -> platforms.GoldenSet:
   """The set the running test compares against."""
-  chosen = selection()
   if _current is not None:
     return _current
+  chosen = selection()
   if len(chosen.compared) == 1:
     return chosen.compared[0]
   raise RuntimeError(
