@@ -93,6 +93,7 @@ CONFIGS: Mapping[str, tuple[Mapping[str, Any], str]] = {
     'Breakout-MinAtar': (REJAX_BREAKOUT_MINATAR, _SOURCE_BREAKOUT),
     'SpaceInvaders-MinAtar': (REJAX_BREAKOUT_MINATAR, _SOURCE_BORROWED),
     'Asterix-MinAtar': (REJAX_BREAKOUT_MINATAR, _SOURCE_BORROWED),
+    'Freeway-MinAtar': (REJAX_BREAKOUT_MINATAR, _SOURCE_BORROWED),
     'DeepSea-bsuite': ({}, _SOURCE_DEFAULTS),
     'craftax/Craftax-Classic-Symbolic-v1': ({}, _SOURCE_DEFAULTS),
 }

@@ -128,3 +128,45 @@ def seed_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
       np.where(any_finite, low, np.nan),
       np.where(any_finite, high, np.nan),
   )
+
+
+def interquartile_mean(values: np.ndarray) -> float:
+  """The mean of the middle 50% of `values` (rliable's IQM).
+
+  As `scipy.stats.trim_mean(values, 0.25)`: int(0.25 n) values are cut at
+  each end, so for fewer than four values it is the plain mean. NaN values
+  are left out; NaN if none is left.
+  """
+  finite = np.sort(np.asarray(values, np.float64).ravel())
+  finite = finite[np.isfinite(finite)]
+  if not finite.size:
+    return math.nan
+  cut = int(0.25 * finite.size)
+  return float(np.mean(finite[cut : finite.size - cut]))
+
+
+def bootstrap_interval(
+    values: np.ndarray,
+    statistic=interquartile_mean,
+    *,
+    confidence: float = 0.95,
+    num_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+  """A percentile-bootstrap interval of `statistic` over `values`' seeds.
+
+  Resamples the finite values with replacement `num_resamples` times
+  (numpy's generator, `seed`) and returns the (1 - confidence) / 2 and
+  (1 + confidence) / 2 quantiles of the statistic. With one value the
+  interval is that value; NaN without any.
+  """
+  finite = np.asarray(values, np.float64).ravel()
+  finite = finite[np.isfinite(finite)]
+  if not finite.size:
+    return math.nan, math.nan
+  rng = np.random.default_rng(seed)
+  picks = rng.integers(0, finite.size, size=(num_resamples, finite.size))
+  stats = np.array([statistic(finite[p]) for p in picks])
+  alpha = (1.0 - confidence) / 2.0
+  low, high = np.quantile(stats, [alpha, 1.0 - alpha])
+  return float(low), float(high)

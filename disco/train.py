@@ -52,21 +52,26 @@ from disco import eval_checkpoint
 from disco import eval_setup
 from disco import files
 from disco import interrupts
+from disco import precision
 from disco import progress
 from disco import replay as replay_lib
 from disco import types
 from disco.environments import registry
+from disco.train_config import AGENTS
 from disco.train_config import EXECUTION_FIELDS
 from disco.train_config import PRESETS
 from disco.train_config import TrainConfig
+from disco.train_config import agent_fields
 from disco.train_config import preset
 
 __all__ = [
+    'AGENTS',
     'PRESETS',
     'TrainConfig',
     'TrainResult',
     'TrainState',
     'Trainer',
+    'agent_fields',
     'preset',
     'run_train',
 ]
@@ -464,7 +469,10 @@ class Trainer:
           num_episodes=jax.lax.psum(jnp.sum(done.astype(jnp.float32)), _AXIS),
       )
 
-    return init, chunk, evaluate
+    dtype = config.compute_dtype
+    return tuple(
+        precision.compute_in(dtype, fn) for fn in (init, chunk, evaluate)
+    )
 
   # Keys, state and checkpoints.
 

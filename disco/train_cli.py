@@ -51,6 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
       ),
   )
   group.add_argument(
+      '--agent',
+      choices=sorted(train.AGENTS),
+      default=None,
+      help=(
+          "the agent network's sizes for an environment family (default:"
+          " the preset's, colab); --agent-* flags change them"
+      ),
+  )
+  group.add_argument(
       '--num-seeds',
       '--num_seeds',
       type=int,
@@ -97,7 +106,11 @@ def _body(args: argparse.Namespace) -> int:
   saved = run_dir.read_config() if args.resume else {}
   if args.resume and args.preset is not None:
     raise cli.UsageError('--preset starts a new run; --resume keeps its own.')
+  if args.resume and args.agent is not None:
+    raise cli.UsageError('--agent starts a new run; --resume keeps its own.')
   base = saved.get('config') or dict(train.PRESETS[args.preset or 'colab'])
+  if args.agent is not None:
+    base |= train.agent_fields(args.agent)
   config = cli.make_config(
       train.TrainConfig, base | cli.overrides(args, train.TrainConfig)
   )

@@ -20,6 +20,20 @@ Presets (`PRESETS`, `preset`):
   (one learner step per rollout, 290 fresh steps per update), holds 1000
   trajectories in the buffer (the colab's 1024, rounded to whole rollouts)
   and starts learning once the buffer holds one learner batch.
+
+Agents (`AGENTS`, `preset(..., agent=name)`): sizes of the agent network
+per environment family. The rule reads only the agent's outputs, so any
+torso and action model that gives them will do; every agent keeps the
+prediction sizes Disco103 was trained with (y and z of 600, q of 601 bins),
+which with A actions make A x 1,201 head outputs per state and dominate a
+learner step's cost (docs: benchmarks, cost per update).
+
+* `colab`: the reference colab's MLP 512-512, action LSTM 128, heads 128
+  (the config defaults; Catch).
+* `minatar`: MLP 256-256, LSTM 64, heads 64 for MinAtar's 10x10 grids and
+  3-6 actions.
+* `craftax`: MLP 512-512 for Craftax-Classic's 1,345 symbolic inputs, LSTM
+  64 and heads 64 for its 17 actions.
 """
 
 from collections.abc import Mapping
@@ -27,12 +41,15 @@ import dataclasses
 from typing import Any
 
 from disco import configs
+from disco import precision
 from disco.environments import registry
 from disco.eval_config import DISCO
 from disco.eval_config import RULES
 
 COLAB = 'colab'
 PAPER = 'paper'
+MINATAR = 'minatar'
+CRAFTAX = 'craftax'
 
 # Fields that may change when a run resumes: they decide how long it runs,
 # how often it checkpoints and how it is cut into calls, never what an
@@ -79,6 +96,9 @@ class TrainConfig(configs.ConfigBase):
     agent_head_mlp_hiddens: hidden sizes of the action model's output heads.
     agent_head_w_init_std: std of the truncated-normal init of the heads.
     agent_learning_rate: the agent optimiser's step size.
+    compute_dtype: 'float32', or 'bfloat16' for mixed precision (matrix
+      products in bfloat16; parameters, optimiser state, activations
+      between layers and losses in float32; see `disco.precision`).
     value_fn_dense: hidden sizes of the value network trained alongside a
       policy-gradient agent.
     value_fn_head_w_init_std: std of the init of that network's head.
@@ -121,6 +141,7 @@ class TrainConfig(configs.ConfigBase):
   agent_head_mlp_hiddens: tuple[int, ...] = (128,)
   agent_head_w_init_std: float = 1e-2
   agent_learning_rate: float = 1e-2
+  compute_dtype: str = precision.FLOAT32
   # Value function of the policy-gradient baseline.
   value_fn_dense: tuple[int, ...] = (256, 256)
   value_fn_head_w_init_std: float = 1e-2
@@ -202,6 +223,11 @@ class TrainConfig(configs.ConfigBase):
         f' buffer_capacity ({self.buffer_capacity}).',
     )
     check(
+        self.compute_dtype in precision.COMPUTE_DTYPES,
+        f'compute_dtype must be one of {", ".join(precision.COMPUTE_DTYPES)},'
+        f' got {self.compute_dtype!r}.',
+    )
+    check(
         self.max_devices is None or self.max_devices >= 1,
         f'max_devices must be >= 1, got {self.max_devices}.',
     )
@@ -257,14 +283,49 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
 }
 
 
-def preset(name: str, **changes: Any) -> TrainConfig:
-  """The config of preset `name` (see the module docstring) with `changes`.
+AGENTS: Mapping[str, Mapping[str, Any]] = {
+    COLAB: dict(
+        agent_dense=(512, 512),
+        agent_lstm_size=128,
+        agent_head_mlp_hiddens=(128,),
+    ),
+    MINATAR: dict(
+        agent_dense=(256, 256),
+        agent_lstm_size=64,
+        agent_head_mlp_hiddens=(64,),
+    ),
+    CRAFTAX: dict(
+        agent_dense=(512, 512),
+        agent_lstm_size=64,
+        agent_head_mlp_hiddens=(64,),
+    ),
+}
+
+
+def agent_fields(name: str) -> dict[str, Any]:
+  """The `agent_*` fields of agent `name` (see the module docstring).
 
   Raises:
-    configs.ConfigError: an unknown preset or an invalid change.
+    configs.ConfigError: an unknown agent.
+  """
+  if name not in AGENTS:
+    raise configs.ConfigError(
+        f'Unknown agent {name!r}; choose one of {", ".join(AGENTS)}.'
+    )
+  return dict(AGENTS[name])
+
+
+def preset(
+    name: str, *, agent: str | None = None, **changes: Any
+) -> TrainConfig:
+  """The config of preset `name` with agent `agent`'s sizes and `changes`.
+
+  Raises:
+    configs.ConfigError: an unknown preset or agent, or an invalid change.
   """
   if name not in PRESETS:
     raise configs.ConfigError(
         f'Unknown preset {name!r}; choose one of {", ".join(PRESETS)}.'
     )
-  return TrainConfig(**(dict(PRESETS[name]) | changes))
+  sizes = agent_fields(agent) if agent is not None else {}
+  return TrainConfig(**(dict(PRESETS[name]) | sizes | changes))

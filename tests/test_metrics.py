@@ -68,3 +68,25 @@ def test_seed_band_over_finite_seeds():
   np.testing.assert_array_equal(mean, [2.0, 4.0, math.nan])
   np.testing.assert_array_equal(low, [1.0, 4.0, math.nan])
   np.testing.assert_array_equal(high, [3.0, 4.0, math.nan])
+
+
+def test_interquartile_mean_cuts_a_quarter_at_each_end():
+  assert metrics.interquartile_mean([1.0, 2.0, 3.0]) == 2.0  # Plain mean.
+  values = [100.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -100.0]  # Cut 2 each end.
+  assert metrics.interquartile_mean(values) == 3.5
+  assert metrics.interquartile_mean([np.nan, 2.0, 4.0]) == 3.0
+  assert math.isnan(metrics.interquartile_mean([np.nan]))
+
+
+def test_bootstrap_interval_brackets_the_statistic_and_narrows_with_data():
+  rng = np.random.default_rng(1)
+  few = rng.normal(5.0, 1.0, size=3)
+  many = rng.normal(5.0, 1.0, size=300)
+  low3, high3 = metrics.bootstrap_interval(few)
+  low, high = metrics.bootstrap_interval(many)
+  assert low3 <= metrics.interquartile_mean(few) <= high3
+  assert low <= 5.0 <= high
+  assert high - low < high3 - low3
+  assert metrics.bootstrap_interval([2.0]) == (2.0, 2.0)
+  assert metrics.bootstrap_interval(few) == (low3, high3)  # Seeded.
+  assert all(math.isnan(x) for x in metrics.bootstrap_interval([np.nan]))

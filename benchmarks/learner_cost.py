@@ -1,0 +1,191 @@
+"""Learner updates per second per seed: agent sizes, precision, environments.
+
+For each environment, agent (`disco.train.AGENTS`), compute dtype and
+rule, trains one run of the trainer's `paper` preset (batches of 96
+trajectories of 29 steps; one learner update and one rollout of 10
+environments x 29 steps per iteration) for a few chunks and times the
+steady state: every chunk after the first learning one, which compiles.
+Each setting runs in a fresh process, so none inherits another's caches.
+
+  updates_per_s   learner updates per second of the run (all its seeds)
+  per_seed        updates per second per seed (the run's rate x seeds)
+  ms_per_update   milliseconds per update and seed
+  vs_f32          this dtype's rate over float32's (same env, agent, rule)
+  vs_ac           Disco103's rate over actor-critic's (same env, agent,
+                  dtype)
+
+  python benchmarks/learner_cost.py --out benchmarks/results/learner_cost.csv
+  python benchmarks/learner_cost.py --envs catch --agents colab --rules disco
+
+Needs gymnax (MinAtar) and craftax (Craftax-Classic) for those rows.
+"""
+
+import argparse
+import csv
+import json
+import platform
+import subprocess
+import sys
+import time
+
+_CHILD = '--child'
+ENVS = (
+    'catch',
+    'gymnax:Breakout-MinAtar',
+    'craftax:Craftax-Classic-Symbolic-v1',
+)
+AGENTS = ('colab', 'minatar', 'craftax')
+DTYPES = ('float32', 'bfloat16')
+RULES = ('disco', 'actor_critic')
+COLUMNS = (
+    'env',
+    'agent',
+    'compute_dtype',
+    'rule',
+    'num_seeds',
+    'updates_per_s',
+    'per_seed',
+    'ms_per_update',
+    'vs_f32',
+    'vs_ac',
+    'timed_updates',
+    'compile_s',
+)
+
+
+def child(spec: dict) -> dict:
+  """Times one setting in this process; returns its row."""
+  from disco import train  # pylint: disable=g-import-not-at-top
+
+  config = train.preset(
+      'paper',
+      agent=spec['agent'],
+      env=spec['env'],
+      rule=spec['rule'],
+      compute_dtype=spec['compute_dtype'],
+      eval_every=0,
+      steps_per_chunk=spec['chunk'],
+  )
+  warmup = -(-config.learning_starts // config.num_envs) - 1
+  config = config.replace(num_steps=warmup + spec['chunks'] * spec['chunk'])
+  points = []
+  start = time.perf_counter()
+  train.run_train(
+      config,
+      num_seeds=spec['num_seeds'],
+      progress_fn=lambda step, row: points.append((step, time.perf_counter())),
+  )
+  learned = [(s, t) for s, t in points if s > warmup]
+  (s0, t0), (s1, t1) = learned[0], learned[-1]
+  rate = (s1 - s0) / (t1 - t0)
+  return dict(
+      updates_per_s=rate,
+      per_seed=rate * spec['num_seeds'],
+      ms_per_update=1000.0 / (rate * spec['num_seeds']),
+      timed_updates=s1 - s0,
+      compile_s=round(t0 - start - (s0 - warmup) / rate, 1),
+  )
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--envs', nargs='+', default=ENVS)
+  parser.add_argument('--agents', nargs='+', default=AGENTS)
+  parser.add_argument('--dtypes', nargs='+', default=DTYPES)
+  parser.add_argument('--rules', nargs='+', default=RULES)
+  parser.add_argument('--num-seeds', nargs='+', type=int, default=(1,))
+  parser.add_argument('--chunk', type=int, default=10)
+  parser.add_argument('--chunks', type=int, default=4)
+  parser.add_argument('--out', default=None, help='CSV file to write')
+  parser.add_argument(_CHILD, default=None, help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  if args.child:
+    print(json.dumps(child(json.loads(args.child))))
+    return 0
+  print(f'machine: {machine()}', flush=True)
+  rows = []
+  for env in args.envs:
+    for agent in args.agents:
+      for rule in args.rules:
+        for dtype in args.dtypes:
+          for num_seeds in args.num_seeds:
+            spec = dict(
+                env=env,
+                agent=agent,
+                rule=rule,
+                compute_dtype=dtype,
+                num_seeds=num_seeds,
+                chunk=args.chunk,
+                chunks=args.chunks,
+            )
+            done = subprocess.run(
+                [sys.executable, __file__, _CHILD, json.dumps(spec)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode:
+              print(done.stderr[-2000:], file=sys.stderr)
+              continue
+            row = {k: v for k, v in spec.items() if k in COLUMNS}
+            row |= json.loads(done.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(
+                f'{env:38} {agent:8} {dtype:9} {rule:13} x{num_seeds}:'
+                f' {row["per_seed"]:6.2f} updates/s per seed'
+                f' ({row["ms_per_update"]:5.0f} ms), compile'
+                f' {row["compile_s"]} s',
+                flush=True,
+            )
+  _ratios(rows)
+  if args.out:
+    with open(args.out, 'w', newline='') as f:
+      f.write(f'# {machine()}; {time.strftime("%Y-%m-%d")}\n')
+      writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction='ignore')
+      writer.writeheader()
+      for row in rows:
+        writer.writerow({
+            k: round(v, 3) if isinstance(v, float) else v
+            for k, v in row.items()
+        })
+  return 0
+
+
+def _ratios(rows: list[dict]) -> None:
+  def find(**fields):
+    for row in rows:
+      if all(row[k] == v for k, v in fields.items()):
+        return row
+    return None
+
+  for row in rows:
+    same = dict(env=row['env'], agent=row['agent'], num_seeds=row['num_seeds'])
+    f32 = find(**same, rule=row['rule'], compute_dtype='float32')
+    ac = find(**same, rule='actor_critic', compute_dtype=row['compute_dtype'])
+    row['vs_f32'] = row['per_seed'] / f32['per_seed'] if f32 else ''
+    row['vs_ac'] = row['per_seed'] / ac['per_seed'] if ac else ''
+
+
+def machine() -> str:
+  """This machine in a few words: CPU model, cores, JAX version."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  model = platform.processor() or platform.machine()
+  try:
+    with open('/proc/cpuinfo') as f:
+      for line in f:
+        if line.startswith('model name'):
+          model = line.split(':', 1)[1].strip()
+          break
+  except OSError:
+    pass
+  device = jax.devices()[0]
+  return (
+      f'{model}, {len(jax.devices("cpu"))} CPU device(s),'
+      f' {jax.device_count()} {device.platform} device(s),'
+      f' {__import__("os").cpu_count()} cores, JAX {jax.__version__}'
+  )
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,55 @@
+"""Mixed precision for the trainer: bfloat16 compute, float32 everything else.
+
+`compute_in(dtype)` wraps a function that applies Haiku networks so that,
+while it is traced, every `hk.Linear` (and so every MLP and LSTM built from
+them, in the agent and in the rule's meta-network) multiplies in `dtype`
+with float32 parameters and float32 outputs: parameters, optimiser state,
+losses and the values between layers stay float32. The faithful loops never
+use it. Whether it is faster depends on the machine (docs: benchmarks).
+"""
+
+from collections.abc import Callable
+import functools
+from typing import Any, TypeVar
+
+import haiku as hk
+import jax.numpy as jnp
+import jmp
+
+FLOAT32 = 'float32'
+BFLOAT16 = 'bfloat16'
+COMPUTE_DTYPES = (FLOAT32, BFLOAT16)
+
+_F = TypeVar('_F', bound=Callable[..., Any])
+
+
+def policy(dtype: str) -> jmp.Policy:
+  """Float32 parameters and outputs, `dtype` compute."""
+  if dtype not in COMPUTE_DTYPES:
+    raise ValueError(
+        f'Unknown compute dtype {dtype!r}; choose one of'
+        f' {", ".join(COMPUTE_DTYPES)}.'
+    )
+  return jmp.Policy(
+      param_dtype=jnp.float32,
+      compute_dtype=jnp.dtype(dtype),
+      output_dtype=jnp.float32,
+  )
+
+
+def compute_in(dtype: str, fn: _F) -> _F:
+  """`fn`, with Haiku's linear layers computing in `dtype` while traced.
+
+  Haiku keeps its policies in one process-wide table: functions wrapped for
+  different dtypes must not be traced at the same time in two threads.
+  """
+  if dtype == FLOAT32:
+    return fn
+  linear_policy = policy(dtype)
+
+  @functools.wraps(fn)
+  def wrapped(*args, **kwargs):
+    with hk.mixed_precision.push_policy(hk.Linear, linear_policy):
+      return fn(*args, **kwargs)
+
+  return wrapped

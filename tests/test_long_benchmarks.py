@@ -1,0 +1,166 @@
+"""The long benchmarks' machinery: runs in pieces, and the report.
+
+`benchmarks/pieces.py` trains a tiny actor-critic run on Catch, resumes it
+from a checkpoint as a stopped run would, and skips it once done;
+`benchmarks/disco103_vs_baselines.py` reports from handwritten records.
+"""
+
+import csv
+import importlib.util
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+from disco import train
+
+_BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / 'benchmarks'
+
+
+def _load(name):
+  if str(_BENCHMARKS) not in sys.path:
+    sys.path.insert(0, str(_BENCHMARKS))
+  spec = importlib.util.spec_from_file_location(
+      name, _BENCHMARKS / f'{name}.py'
+  )
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+pieces = _load('pieces')
+vs_baselines = _load('disco103_vs_baselines')
+
+
+def _tiny(num_steps=6):
+  return train.preset(
+      'colab',
+      rule='actor_critic',
+      env='catch',
+      num_envs=2,
+      rollout_len=5,
+      learner_batch_size=4,
+      replay_fraction=0.5,
+      buffer_capacity=8,
+      learning_starts=4,
+      agent_dense=(16,),
+      agent_lstm_size=8,
+      agent_head_mlp_hiddens=(8,),
+      num_steps=num_steps,
+      steps_per_chunk=1,
+      checkpoint_every=1,
+      eval_every=3,
+      eval_envs=2,
+      eval_max_steps=20,
+  )
+
+
+def test_a_stopped_run_resumes_to_the_straight_result_and_is_then_skipped(
+    tmp_path,
+):
+  straight = pieces.run(
+      tmp_path / 'a', 'run', _tiny(), num_seeds=1, show_progress=False
+  )
+  # A run stopped after 3 iterations leaves its checkpoints behind.
+  out = tmp_path / 'b'
+  train.run_train(
+      _tiny(num_steps=3), checkpoint_dir=out / pieces.CHECKPOINTS_DIR / 'run'
+  )
+  resumed = pieces.run(out, 'run', _tiny(), num_seeds=1, show_progress=False)
+  for name in ('step', 'env_steps', 'train_return', 'eval_return'):
+    np.testing.assert_array_equal(
+        np.array(resumed['logs'][name], float),
+        np.array(straight['logs'][name], float),
+        err_msg=name,
+    )
+  assert [p['status'] for p in resumed['pieces']] == ['finished']
+  path = pieces.record_path(out, 'run')
+  before = path.read_text()
+  again = pieces.run(out, 'run', _tiny(), num_seeds=1, show_progress=False)
+  assert again == json.loads(before) and path.read_text() == before
+  with pytest.raises(pieces.PiecesError, match='other settings'):
+    pieces.run(out, 'run', _tiny(num_steps=7), num_seeds=1)
+
+
+def _ours(env, rule, seed, finals):
+  steps = list(range(0, 25 * len(finals), 25))
+  return dict(
+      name=f'{env}__{rule}__s{seed}',
+      status='done',
+      settings=dict(
+          config=dict(env=env, rule=rule, agent_learning_rate=3e-3),
+          num_seeds=1,
+      ),
+      wall_seconds=10.0,
+      pieces=[{}],
+      seeds=[seed],
+      logs={
+          'seed': [seed] * len(finals),
+          'step': steps,
+          'env_steps': [290 * s for s in steps],
+          'learner_steps': steps,
+          'eval_return': finals,
+          'logs/entropy': [1.0] * len(finals),
+      },
+  )
+
+
+def test_report_gives_iqm_intervals_per_seed_values_and_plots(tmp_path):
+  env = 'gymnax:Breakout-MinAtar'
+  runs = tmp_path / pieces.RUNS_DIR
+  for seed, final in enumerate((1.0, 2.0, 6.0)):
+    pieces.write_json(
+        runs / f'd{seed}.json', _ours(env, 'disco', seed, [0.0, None, final])
+    )
+  ppo = dict(
+      status='done',
+      env=env,
+      wall_seconds=30.0,
+      seeds=[
+          dict(seed=s, final_return=float(s + 3), env_steps=1000)
+          for s in (0, 1)
+      ],
+      curves=[
+          dict(seed=s, env_steps=x, value=float(s + x / 1000.0))
+          for s in (0, 1)
+          for x in (0, 500, 1000)
+      ],
+  )
+  pieces.write_json(runs / 'ppo.json', ppo)
+  vs_baselines.report(tmp_path)
+  with open(tmp_path / 'summary.csv', newline='') as f:
+    summary = {row['algo']: row for row in csv.DictReader(f)}
+  assert float(summary['disco']['iqm']) == pytest.approx(3.0)
+  assert summary['disco']['per_seed'] == '1.00 2.00 6.00'
+  low, high = float(summary['disco']['ci_low']), float(
+      summary['disco']['ci_high']
+  )
+  assert 1.0 <= low <= 3.0 <= high <= 6.0
+  assert float(summary['ppo']['iqm']) == pytest.approx(3.5)
+  assert float(summary['ppo']['wall_seconds_per_seed']) == 15.0
+  for name in ('results.csv', 'curves.csv', 'curves.png'):
+    assert (tmp_path / name).is_file(), name
+
+
+def test_command_needs_an_environment_or_the_report(capsys, tmp_path):
+  with pytest.raises(SystemExit) as e:
+    vs_baselines.main(['--out', str(tmp_path)])
+  assert e.value.code == 2
+  assert 'give --env' in capsys.readouterr().err
+
+
+def test_budgets_count_updates_on_minatar_and_env_steps_on_craftax():
+  args = vs_baselines.main.__globals__['argparse'].Namespace(
+      updates=5000, env_steps=1_000_000, disco_lr=1e-3, ac_lr=1e-3
+  )
+  minatar = vs_baselines.our_config('gymnax:Freeway-MinAtar', 'disco', 1, args)
+  warmup = -(-minatar.learning_starts // minatar.num_envs) - 1
+  assert minatar.num_steps - warmup == 5000
+  assert minatar.agent_dense == (256, 256) and minatar.seed == 1
+  craftax = vs_baselines.our_config(
+      vs_baselines.CRAFTAX, 'actor_critic', 0, args
+  )
+  assert craftax.num_steps * craftax.env_steps_per_step >= 1_000_000
+  assert craftax.agent_dense == (512, 512) and craftax.agent_lstm_size == 64
