@@ -23,6 +23,7 @@ Needs gymnax (MinAtar) and craftax (Craftax-Classic) for those rows.
 import argparse
 import csv
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -34,7 +35,12 @@ ENVS = (
     'gymnax:Breakout-MinAtar',
     'craftax:Craftax-Classic-Symbolic-v1',
 )
-AGENTS = ('colab', 'minatar', 'craftax')
+# Per environment, the colab's agent and the family's own.
+ENV_AGENTS = {
+    'catch': ('colab', 'minatar'),
+    'gymnax:Breakout-MinAtar': ('colab', 'minatar'),
+    'craftax:Craftax-Classic-Symbolic-v1': ('colab', 'craftax'),
+}
 DTYPES = ('float32', 'bfloat16')
 RULES = ('disco', 'actor_critic')
 COLUMNS = (
@@ -90,9 +96,16 @@ def child(spec: dict) -> dict:
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--envs', nargs='+', default=ENVS)
-  parser.add_argument('--agents', nargs='+', default=AGENTS)
+  parser.add_argument(
+      '--agents', nargs='+', default=None, help='default: ENV_AGENTS'
+  )
   parser.add_argument('--dtypes', nargs='+', default=DTYPES)
   parser.add_argument('--rules', nargs='+', default=RULES)
+  parser.add_argument(
+      '--baseline-dtypes',
+      action='store_true',
+      help='time actor-critic in every dtype too (default: float32 only)',
+  )
   parser.add_argument('--num-seeds', nargs='+', type=int, default=(1,))
   parser.add_argument('--chunk', type=int, default=10)
   parser.add_argument('--chunks', type=int, default=4)
@@ -105,9 +118,12 @@ def main(argv=None) -> int:
   print(f'machine: {machine()}', flush=True)
   rows = []
   for env in args.envs:
-    for agent in args.agents:
+    for agent in args.agents or ENV_AGENTS.get(env, ('colab',)):
       for rule in args.rules:
-        for dtype in args.dtypes:
+        dtypes = args.dtypes
+        if rule != 'disco' and not args.baseline_dtypes:
+          dtypes = [d for d in dtypes if d == 'float32']
+        for dtype in dtypes:
           for num_seeds in args.num_seeds:
             spec = dict(
                 env=env,
@@ -170,20 +186,26 @@ def machine() -> str:
   """This machine in a few words: CPU model, cores, JAX version."""
   import jax  # pylint: disable=g-import-not-at-top
 
-  model = platform.processor() or platform.machine()
+  info = {}
   try:
     with open('/proc/cpuinfo') as f:
       for line in f:
-        if line.startswith('model name'):
-          model = line.split(':', 1)[1].strip()
-          break
+        key, _, value = line.partition(':')
+        info.setdefault(key.strip(), value.strip())
   except OSError:
     pass
+  model = info.get('model name') or platform.processor() or platform.machine()
+  if 'cpu family' in info:
+    isa = (
+        'AVX-512'
+        if 'avx512f' in info.get('flags', '').split()
+        else 'no AVX-512'
+    )
+    model += f" (family {info['cpu family']}, model {info.get('model')}, {isa})"
   device = jax.devices()[0]
   return (
-      f'{model}, {len(jax.devices("cpu"))} CPU device(s),'
-      f' {jax.device_count()} {device.platform} device(s),'
-      f' {__import__("os").cpu_count()} cores, JAX {jax.__version__}'
+      f'{model} ({os.cpu_count()} cores), {jax.device_count()}'
+      f' {device.platform} device(s), JAX {jax.__version__}'
   )
 
 
