@@ -21,6 +21,16 @@ and seed: final returns, entropy at points in time, wall time) and
 
   python benchmarks/breakout_diagnosis.py --out DIR --variants lr1e-2 lr1e-3
   python benchmarks/breakout_diagnosis.py --out DIR --report
+  python benchmarks/breakout_diagnosis.py --out DIR --faithful-check 1500
+
+`--faithful-check N` rules the trainer out: the reference colab's faithful
+loop (`disco.eval`, its settings: 2 environments, batches of 64 replayed
+trajectories, one update per rollout) and the trainer at the same settings
+(`colab` preset) train Disco103 with the base agent at `--base-rate` for N
+iterations each, and `faithful_check.csv` gives both curves (training
+return and policy entropy per 250 updates). They cannot agree bit for bit
+(the trainer takes its gradients through the taken actions only and draws
+its own random numbers), only in distribution.
 
 Needs gymnax and matplotlib.
 """
@@ -185,6 +195,76 @@ def _tail_return(col: dict[str, np.ndarray]) -> float:
   return float(total / episodes.sum()) if episodes.sum() else math.nan
 
 
+def faithful_check(
+    out: pathlib.Path, num_steps: int, rate: float, seed: int
+) -> None:
+  """The faithful loop and the trainer at the colab's settings, side by side."""
+  # pylint: disable=g-import-not-at-top
+  import time
+
+  from disco import eval as eval_lib
+  from disco import train
+
+  # pylint: enable=g-import-not-at-top
+  fields = dict(SMALL, env=ENV, agent_learning_rate=rate, seed=seed)
+  window = 250
+  rows = []
+  start = time.perf_counter()
+  history = eval_lib.run_eval(
+      eval_lib.EvalConfig(num_steps=num_steps, **fields)
+  )
+  faithful_s = time.perf_counter() - start
+  entropy = history.logs['entropy']
+  for end in range(window, num_steps + 1, window):
+    part = slice(end - window, end)
+    episodes = history.num_episodes[part].sum()
+    rows.append(
+        dict(
+            loop='faithful',
+            iterations=end,
+            env_steps=int(history.steps[end - 1]),
+            train_return=float(history.total_returns[part].sum() / episodes),
+            episodes=int(episodes),
+            entropy=float(np.nanmean(entropy[part])),
+        )
+    )
+  start = time.perf_counter()
+  result = train.run_train(
+      train.preset('colab', num_steps=num_steps, steps_per_chunk=25, **fields)
+  )
+  trainer_s = time.perf_counter() - start
+  logs = result.logs
+  for end in range(window, num_steps + 1, window):
+    part = (logs['step'] > end - window) & (logs['step'] <= end)
+    episodes = logs['train_episodes'][part].sum()
+    total = np.nansum(logs['train_return'][part] * logs['train_episodes'][part])
+    rows.append(
+        dict(
+            loop='trainer',
+            iterations=end,
+            env_steps=int(logs['env_steps'][part][-1]),
+            train_return=float(total / episodes),
+            episodes=int(episodes),
+            entropy=float(np.nanmean(logs['logs/entropy'][part])),
+        )
+    )
+  out.mkdir(parents=True, exist_ok=True)
+  with open(out / 'faithful_check.csv', 'w', newline='') as f:
+    f.write(
+        f'# {ENV}, seed {seed}, step size {rate:g}; wall: faithful'
+        f' {faithful_s:.0f} s, trainer {trainer_s:.0f} s\n'
+    )
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  for row in rows:
+    print(
+        f"{row['loop']:>8} {row['iterations']:5d}: return"
+        f" {row['train_return']:.2f} ({row['episodes']} episodes), entropy"
+        f" {row['entropy']:.3f}"
+    )
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--out', type=pathlib.Path, required=True)
@@ -199,6 +279,7 @@ def main(argv=None) -> int:
       help='step size of the agent and replay variants',
   )
   parser.add_argument('--report', action='store_true')
+  parser.add_argument('--faithful-check', type=int, default=0, metavar='N')
   parser.add_argument('--no-progress', action='store_true')
   args = parser.parse_args(argv)
   table = variants(args.base_rate)
@@ -216,6 +297,10 @@ def main(argv=None) -> int:
         show_progress=not args.no_progress,
     )
     print(f'{run_name}: done in {record["wall_seconds"]:.0f} s', flush=True)
+  if args.faithful_check:
+    faithful_check(
+        args.out, args.faithful_check, args.base_rate, args.first_seed
+    )
   if args.report:
     report(args.out)
   return 0

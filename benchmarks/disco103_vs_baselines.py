@@ -75,7 +75,7 @@ MINATAR = (
 CRAFTAX = 'craftax:Craftax-Classic-Symbolic-v1'
 ENVS = MINATAR + (CRAFTAX,)
 # Step sizes chosen on Breakout-MinAtar by benchmarks/breakout_diagnosis.py.
-DISCO_LR = 3e-3
+DISCO_LR = 5e-4
 AC_LR = 3e-3
 UPDATES = 5000
 CRAFTAX_ENV_STEPS = 1_000_000

@@ -10,6 +10,7 @@ use it. Whether it is faster depends on the machine (docs: benchmarks).
 
 from collections.abc import Callable
 import functools
+import threading
 from typing import Any, TypeVar
 
 import haiku as hk
@@ -21,6 +22,8 @@ BFLOAT16 = 'bfloat16'
 COMPUTE_DTYPES = (FLOAT32, BFLOAT16)
 
 _F = TypeVar('_F', bound=Callable[..., Any])
+# Held while a wrapped function runs (is traced): see `compute_in`.
+_POLICY_LOCK = threading.RLock()
 
 
 def policy(dtype: str) -> jmp.Policy:
@@ -40,16 +43,19 @@ def policy(dtype: str) -> jmp.Policy:
 def compute_in(dtype: str, fn: _F) -> _F:
   """`fn`, with Haiku's linear layers computing in `dtype` while traced.
 
-  Haiku keeps its policies in one process-wide table: functions wrapped for
-  different dtypes must not be traced at the same time in two threads.
+  Haiku keeps its policies in one process-wide table, so wrapped calls (of
+  any dtype) take one lock: two threads tracing at once (e.g. the trainer's
+  background compilation and its acting program) never see each other's
+  policy, and none is left behind.
   """
-  if dtype == FLOAT32:
-    return fn
   linear_policy = policy(dtype)
 
   @functools.wraps(fn)
   def wrapped(*args, **kwargs):
-    with hk.mixed_precision.push_policy(hk.Linear, linear_policy):
-      return fn(*args, **kwargs)
+    with _POLICY_LOCK:
+      if dtype == FLOAT32:
+        return fn(*args, **kwargs)
+      with hk.mixed_precision.push_policy(hk.Linear, linear_policy):
+        return fn(*args, **kwargs)
 
   return wrapped

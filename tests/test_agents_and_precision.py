@@ -119,3 +119,27 @@ def test_cli_agent_flag_sets_the_sizes_and_other_flags_change_them(
     status = e.code
   assert status == 2
   assert '--agent starts a new run' in capsys.readouterr().err
+
+
+def test_threads_tracing_at_once_keep_their_own_dtype():
+  import threading  # pylint: disable=g-import-not-at-top
+
+  bf16_apply, params, x = _linear_apply('bfloat16')
+  f32_apply, _, _ = _linear_apply('float32')
+  seen = {}
+
+  def trace(name, apply):
+    for _ in range(20):
+      text = str(jax.make_jaxpr(apply)(params, x))
+      seen.setdefault(name, set()).add('bf16' in text)
+
+  threads = [
+      threading.Thread(target=trace, args=('bf16', bf16_apply)),
+      threading.Thread(target=trace, args=('f32', f32_apply)),
+  ]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert seen == {'bf16': {True}, 'f32': {False}}
+  assert hk.mixed_precision.get_policy(hk.Linear) is None
