@@ -60,6 +60,7 @@ RATES = (1e-4, 3e-4, 5e-4, 1e-3, 3e-3, 1e-2)
 EVAL_EVERY = 100
 EVAL_ENVS = 16
 STEPS_PER_CHUNK = 25
+WARMUP_RETURN = 2.0
 
 
 def rate_name(rate: float) -> str:
@@ -144,6 +145,12 @@ def report(out: pathlib.Path) -> None:
             float(entropy[i]) if i < len(entropy) else math.nan
         )
       row['final_entropy'] = float(entropy[-1])
+      # The warm-up's end: the first evaluation at 4x the initial policy's
+      # typical return (~0.5).
+      above = np.flatnonzero(col['eval_return'][ev] >= WARMUP_RETURN)
+      row['first_update_return_2'] = (
+          int(learner[ev][above[0]]) if above.size else ''
+      )
       rows.append(row)
       curves[(record['name'], seed)] = (
           learner[ev],

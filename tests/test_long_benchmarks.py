@@ -164,3 +164,36 @@ def test_budgets_count_updates_on_minatar_and_env_steps_on_craftax():
   )
   assert craftax.num_steps * craftax.env_steps_per_step >= 1_000_000
   assert craftax.agent_dense == (512, 512) and craftax.agent_lstm_size == 64
+
+
+def test_diagnosis_variants_change_one_thing_from_the_base():
+  diagnosis = _load('breakout_diagnosis')
+  table = diagnosis.variants(base_rate=3e-3)
+  base = table['base']
+  assert base['rule'] == 'disco' and base['agent_learning_rate'] == 5e-4
+  assert {'lr1e-4', 'lr3e-4', 'lr5e-4', 'lr1e-3', 'lr3e-3', 'lr1e-2'} <= set(
+      table
+  )
+  assert table['lr1e-2'] == base | dict(agent_learning_rate=1e-2)
+  assert table['colab_agent']['agent_dense'] == (512, 512)
+  assert table['colab_agent']['agent_learning_rate'] == 3e-3
+  replay = diagnosis.config_for(table['replay0.5'], 10_000, seed=0)
+  assert replay.fresh_per_batch == 48 and replay.num_envs == 48
+  assert table['ac_lr3e-3']['rule'] == 'actor_critic'
+  config = diagnosis.config_for(base, 1_000_000, seed=2)
+  assert config.num_steps == 3449 and config.seed == 2
+
+
+def test_learner_cost_ratios_compare_like_with_like():
+  cost = _load('learner_cost')
+  rows = [
+      dict(env='e', agent='a', num_seeds=1, rule=r, compute_dtype=d, per_seed=v)
+      for r, d, v in (
+          ('disco', 'float32', 2.0),
+          ('disco', 'bfloat16', 1.0),
+          ('actor_critic', 'float32', 8.0),
+      )
+  ]
+  cost._ratios(rows)  # pylint: disable=protected-access
+  assert [r['vs_f32'] for r in rows] == [1.0, 0.5, 1.0]
+  assert [r['vs_ac'] for r in rows] == [0.25, '', 1.0]
