@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from disco import checkpoint
 from disco import progress
 
 DONE = 'done'
@@ -150,8 +151,9 @@ def run(
           ' use another --out'
       )
     pieces = saved['pieces']
-  start, start_step = time.perf_counter(), None
-  done = dict(step=0)
+  start_step = checkpoint.latest_step(ckpt_dir) or 0 if ckpt_dir.is_dir() else 0
+  start = time.perf_counter()
+  done = dict(step=start_step)
 
   def _progress(step: int, row: Mapping[str, float]) -> None:
     del row
@@ -178,9 +180,6 @@ def run(
   ) as bar:
 
     def _both(step: int, row: Mapping[str, float]) -> None:
-      nonlocal start_step
-      if start_step is None:
-        start_step = int(row.get('step', step))
       _progress(step, row)
       bar(step, row)
 

@@ -76,6 +76,8 @@ def test_a_stopped_run_resumes_to_the_straight_result_and_is_then_skipped(
         err_msg=name,
     )
   assert [p['status'] for p in resumed['pieces']] == ['finished']
+  assert resumed['pieces'][0]['started_at_step'] == 3
+  assert resumed['pieces'][0]['ended_at_step'] == 6
   path = pieces.record_path(out, 'run')
   before = path.read_text()
   again = pieces.run(out, 'run', _tiny(), num_seeds=1, show_progress=False)
