@@ -24,10 +24,13 @@ import argparse
 import csv
 import json
 import os
+import pathlib
 import platform
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import pieces  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _CHILD = '--child'
 ENVS = (
@@ -134,17 +137,10 @@ def main(argv=None) -> int:
                 chunk=args.chunk,
                 chunks=args.chunks,
             )
-            done = subprocess.run(
-                [sys.executable, __file__, _CHILD, json.dumps(spec)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode:
-              print(done.stderr[-2000:], file=sys.stderr)
+            timing = pieces.child_result(__file__, _CHILD, spec)
+            if timing is None:
               continue
-            row = {k: v for k, v in spec.items() if k in COLUMNS}
-            row |= json.loads(done.stdout.strip().splitlines()[-1])
+            row = {k: v for k, v in spec.items() if k in COLUMNS} | timing
             rows.append(row)
             print(
                 f'{env:38} {agent:8} {dtype:9} {rule:13} x{num_seeds}:'

@@ -22,9 +22,12 @@ best of `--repeats` means of `--calls` calls; one process per setting.
 import argparse
 import functools
 import json
-import subprocess
+import pathlib
 import sys
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import pieces  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _CHILD = '--child'
 
@@ -179,16 +182,9 @@ def main(argv=None) -> int:
           calls=args.calls,
           repeats=args.repeats,
       )
-      done = subprocess.run(
-          [sys.executable, __file__, _CHILD, json.dumps(spec)],
-          capture_output=True,
-          text=True,
-          check=False,
-      )
-      if done.returncode:
-        print(done.stderr[-2000:], file=sys.stderr)
+      row = pieces.child_result(__file__, _CHILD, spec)
+      if row is None:
         continue
-      row = json.loads(done.stdout.strip().splitlines()[-1])
       print(
           f'{agent:9} {dtype:9} {row["unroll"]:7.0f} {row["meta_inputs"]:12.0f}'
           f' {row["update"]:7.0f} {row["ac_update"]:10.0f}',

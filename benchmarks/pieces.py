@@ -7,7 +7,7 @@ where its last checkpoint was; when it finishes, its record (settings,
 wall time of every piece, and every log row of every seed) goes to
 `<out>/runs/<name>.json`, and a later call skips it. A record or
 checkpoint of other settings under the same name is an error, never
-overwritten.
+overwritten. `child_result` times a setting in a fresh process.
 """
 
 from collections.abc import Mapping
@@ -16,12 +16,15 @@ import json
 import os
 import pathlib
 import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
 import numpy as np
 
 from disco import checkpoint
+from disco import files
 from disco import progress
 
 DONE = 'done'
@@ -42,9 +45,25 @@ def jsonable(value: Any) -> Any:
 def write_json(path: pathlib.Path, value: Any) -> None:
   """Writes `value` atomically: a crash leaves the old file."""
   path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(path.name + '.tmp')
-  tmp.write_text(json.dumps(value, indent=1, allow_nan=True) + '\n')
-  tmp.replace(path)
+  files.write_json_atomic(path, value)
+
+
+def child_result(script: str, flag: str, spec: Mapping[str, Any]) -> Any:
+  """Runs `script flag <spec as JSON>` in a fresh Python process.
+
+  Returns the JSON of its last output line, or None (its error printed) if
+  it failed: a timing that must not inherit this process's caches.
+  """
+  done = subprocess.run(
+      [sys.executable, script, flag, json.dumps(spec)],
+      capture_output=True,
+      text=True,
+      check=False,
+  )
+  if done.returncode:
+    print(done.stderr[-2000:], file=sys.stderr)
+    return None
+  return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def normal_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
