@@ -29,9 +29,9 @@ import time
 
 import numpy as np
 
-from disco import discovery_config
 from disco import train
 from disco import weights
+from disco.discovery import config as discovery_config
 
 _ENVS = ('gymnax:Catch-bsuite', 'gymnax:CartPole-v1')
 

@@ -55,7 +55,7 @@ def child(spec: dict) -> dict:
 
   from disco import acting
   from disco import devices
-  from disco import eval_setup
+  from disco import learner
   from disco import precision
   from disco import train
 
@@ -69,7 +69,7 @@ def child(spec: dict) -> dict:
         rule=rule,
         compute_dtype=spec['dtype'],
     )
-    setup = eval_setup.build(config, None, taken_action_gradients=True)
+    setup = learner.build(config, None, taken_action_gradients=True)
     return config, setup
 
   config, setup = build('disco')

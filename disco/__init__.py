@@ -32,9 +32,9 @@ from disco.agent import LearnerState
 from disco.agent import get_settings_actor_critic
 from disco.agent import get_settings_disco
 from disco.agent import get_settings_policy_gradient
-from disco.discovery_config import DiscoveryConfig
-from disco.discovery_runtime import DiscoveryResult
-from disco.discovery_runtime import run_discovery
+from disco.discovery.config import DiscoveryConfig
+from disco.discovery.loop import DiscoveryResult
+from disco.discovery.loop import run_discovery
 from disco.environments.catch import CatchEnvironment
 from disco.environments.jittable_envs import CatchJittableEnvironment
 from disco.eval import EvalConfig
@@ -42,8 +42,8 @@ from disco.eval import EvalHistory
 from disco.eval import run_eval
 from disco.eval import run_eval_seeds
 from disco.meta_train import MetaTrainConfig
-from disco.meta_train_runtime import MetaTrainResult
-from disco.meta_train_runtime import run_meta_train
+from disco.meta_train.loop import MetaTrainResult
+from disco.meta_train.loop import run_meta_train
 from disco.train import TrainConfig
 from disco.train import TrainResult
 from disco.train import run_train

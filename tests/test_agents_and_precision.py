@@ -9,7 +9,7 @@ import pytest
 from disco import configs
 from disco import precision
 from disco import train
-from disco import train_cli
+from disco.train import cli as train_cli
 from tests import tiny_args
 
 

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from disco import cli
-from disco import discovery_cli
 from disco import eval as eval_lib
-from disco import eval_cli
 from disco import meta_train
-from disco import meta_train_cli
 from disco import progress
-from disco import train_cli
+from disco.discovery import cli as discovery_cli
+from disco.eval import cli as eval_cli
+from disco.meta_train import cli as meta_train_cli
+from disco.train import cli as train_cli
 from tests import tiny_args
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]

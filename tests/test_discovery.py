@@ -15,11 +15,11 @@ import pytest
 
 from disco import checkpoint
 from disco import configs
-from disco import discovery
-from disco import discovery_cli
-from disco import discovery_config
-from disco import discovery_runtime
 from disco import weights
+from disco.discovery import cli as discovery_cli
+from disco.discovery import config as discovery_config
+from disco.discovery import loop as discovery_runtime
+from disco.discovery import maths as discovery
 from tests import forced_devices
 
 # The tests that run `_TINY` share its compiled step: one xdist worker.
@@ -323,7 +323,8 @@ _DEVICES_WORKER = (
     r"""
 import json, sys
 import jax, numpy as np
-from disco import discovery_config, discovery_runtime
+from disco.discovery import config as discovery_config
+from disco.discovery import loop as discovery_runtime
 assert jax.device_count() == int(sys.argv[1])
 """
     + _SMALL_POPULATION.format(members=4, checkpoint_every=0)
@@ -400,7 +401,9 @@ if process_id >= 0:
   jax.distributed.initialize(
       coordinator_address=sys.argv[3], num_processes=2, process_id=process_id)
 assert jax.device_count() == 2
-from disco import discovery_config, discovery_runtime, meta_train_runtime
+from disco.discovery import config as discovery_config
+from disco.discovery import loop as discovery_runtime
+from disco.meta_train import loop as meta_train_runtime
 """
     + _SMALL_POPULATION.format(members=2, checkpoint_every=1)
     + r"""

@@ -27,11 +27,11 @@ from disco import checkpoint
 from disco import configs
 from disco import devices as devices_lib
 from disco import eval as eval_lib
-from disco import eval_faithful
-from disco import eval_fast
-from disco import eval_setup
+from disco import learner
 from disco import replay
 from disco.environments import registry
+from disco.eval import fast as eval_fast
+from disco.eval import loop as eval_faithful
 from disco.value_fns import value_utils
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -412,7 +412,7 @@ def test_value_function_rollout_alignment():
       states={},
       logits=np.zeros((4, 1, 3), np.float32),
   )
-  shifted = eval_setup.value_fn_rollout(rollout)
+  shifted = learner.value_fn_rollout(rollout)
   values = np.zeros((4, 1, 1), np.float32)
   outs, _, _ = value_utils.get_value_outs(
       value_net_out=values,
@@ -615,8 +615,8 @@ def test_bad_resumes_are_refused(tmp_path):
         config.replace(num_steps=1), checkpoint_dir=tmp_path, resume=True
     )
   # Other update-rule parameters (placeholders of the right structure).
-  params = eval_setup.default_update_rule_params(
-      config, eval_setup.build(config, None).agent.update_rule
+  params = learner.default_update_rule_params(
+      config, learner.build(config, None).agent.update_rule
   )
   other = jax.tree.map(lambda x: x + 1, params)
   with pytest.raises(mismatch, match='update-rule parameters'):
@@ -682,7 +682,7 @@ def _probing_learn_fn(setup):
   return probed
 
 
-_MAKE_LEARN_FN = eval_setup.make_learn_fn
+_MAKE_LEARN_FN = learner.make_learn_fn
 
 
 def test_fast_learner_step_is_the_faithful_learn_fn(monkeypatch):
@@ -698,9 +698,9 @@ def test_fast_learner_step_is_the_faithful_learn_fn(monkeypatch):
   per-device computation on the same inputs; it fails when the fast path
   passes the actor's key as the learner's.
   """
-  monkeypatch.setattr(eval_setup, 'make_learn_fn', _probing_learn_fn)
+  monkeypatch.setattr(learner, 'make_learn_fn', _probing_learn_fn)
   config = eval_lib.EvalConfig(rule='policy_gradient', fast=True, **TINY)
-  setup = eval_setup.build(config, None)
+  setup = learner.build(config, None)
   devices, num_devices = setup.devices, setup.num_devices
   init, chunk = eval_fast.make_fast_fns(setup)
   pmap = functools.partial(

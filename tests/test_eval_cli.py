@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 
-from disco import eval_cli
 from disco import logs
+from disco.eval import cli as eval_cli
 from tests import tiny_args
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ def test_console_script_is_declared():
       for e in importlib.metadata.entry_points(group='console_scripts')
       if e.name == 'disco-eval'
   ]
-  assert script.value == 'disco.eval_cli:main'
+  assert script.value == 'disco.eval.cli:main'
   assert script.load() is eval_cli.main
 
 
@@ -92,7 +92,7 @@ def test_seeds_without_plots(capsys, tmp_path):
 
 def test_command_in_a_fresh_process_reports_errors_without_traceback():
   done = subprocess.run(
-      [sys.executable, '-m', 'disco.eval_cli', '--num-steps', '-5'],
+      [sys.executable, '-m', 'disco.eval.cli', '--num-steps', '-5'],
       cwd=_REPO,
       env=dict(os.environ),
       capture_output=True,

@@ -1,4 +1,4 @@
-"""Tests for `disco-meta-train` (`disco.meta_train_cli`).
+"""Tests for `disco-meta-train` (`disco.meta_train.cli`).
 
 The command runs in-process (`main(argv)`) with a tiny config, so that it
 shares the compiled meta-update with the other tests of the worker.
@@ -16,8 +16,8 @@ import pytest
 
 from disco import checkpoint
 from disco import meta_train
-from disco import meta_train_cli
 from disco import weights
+from disco.meta_train import cli as meta_train_cli
 from tests import tiny_args
 
 # In the pytest worker of tests/test_meta_train.py, whose tiny run is this
@@ -49,7 +49,7 @@ def test_console_script_is_declared():
       for e in importlib.metadata.entry_points(group='console_scripts')
       if e.name == 'disco-meta-train'
   ]
-  assert entry.value == 'disco.meta_train_cli:main'
+  assert entry.value == 'disco.meta_train.cli:main'
   assert entry.load() is meta_train_cli.main
 
 

@@ -35,7 +35,7 @@ emulate = emulate == 'emulate'
 assert jax.device_count() == num_devices, jax.devices()
 
 from disco import meta_train
-from disco import meta_train_runtime
+from disco.meta_train import loop as meta_train_runtime
 
 # 1 inner rollout of 3 steps + a validation rollout of 6: 9 steps, so the
 # 4-step Catch episodes are mid-way and the paddles show each device's own

@@ -17,6 +17,7 @@ from disco import checkpoint
 from disco import configs
 from disco import replay as replay_lib
 from disco import train
+from disco.train import loop as train_loop
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -83,7 +84,7 @@ def test_replayed_positions_are_uniform_over_the_filled_rows():
       storage={'x': storage}, size=jnp.int32(12), next_slot=jnp.int32(12)
   )
   gather = jax.pmap(
-      lambda key: train._gather_replayed(state, key, 4000, 4, 1),
+      lambda key: train_loop._gather_replayed(state, key, 4000, 4, 1),
       axis_name='i',
   )
   drawn = np.asarray(gather(jax.random.PRNGKey(0)[None])['x'])[0, 0]
@@ -132,7 +133,7 @@ def test_the_learning_program_compiles_once_in_the_background(monkeypatch):
 def test_fresh_and_replayed_parts_make_the_learner_batch(monkeypatch):
   # Record the batches the learner step receives.
   batches = []
-  make_learn_fn = train.eval_setup.make_learn_fn
+  make_learn_fn = train_loop.learner.make_learn_fn
 
   def recording_make_learn_fn(setup):
     learn = make_learn_fn(setup)
@@ -144,7 +145,7 @@ def test_fresh_and_replayed_parts_make_the_learner_batch(monkeypatch):
     return wrapped
 
   monkeypatch.setattr(
-      train.eval_setup, 'make_learn_fn', recording_make_learn_fn
+      train_loop.learner, 'make_learn_fn', recording_make_learn_fn
   )
   config = _tiny(
       num_steps=2,
@@ -224,6 +225,7 @@ import jax
 import numpy as np
 
 from disco import train
+from disco.train import loop as train_loop
 
 assert jax.device_count() == 4, jax.devices()
 config = train.TrainConfig(**json.loads(sys.argv[1]))
@@ -231,12 +233,12 @@ counts = json.loads(sys.argv[2])
 bug = sys.argv[3] if len(sys.argv) > 3 else ''
 if bug == 'replay_per_device':
   # Teeth: each device draws its replay positions with its own key.
-  gather = train._gather_replayed
+  gather = train_loop._gather_replayed
 
   def _per_device(state, key, *args):
     return gather(state, jax.random.fold_in(key, jax.lax.axis_index('i')), *args)
 
-  train._gather_replayed = _per_device
+  train_loop._gather_replayed = _per_device
 elif bug == 'no_gradient_mean':
   # Teeth: each device keeps its own gradients.
   jax.lax.pmean = lambda x, axis_name, **kw: x

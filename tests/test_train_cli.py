@@ -7,7 +7,7 @@ import pytest
 
 from disco import cli
 from disco import train
-from disco import train_cli
+from disco.train import cli as train_cli
 from tests import tiny_args
 
 _ARGS = [

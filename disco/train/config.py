@@ -43,8 +43,8 @@ from typing import Any
 from disco import configs
 from disco import precision
 from disco.environments import registry
-from disco.eval_config import DISCO
-from disco.eval_config import RULES
+from disco.eval.config import DISCO
+from disco.eval.config import RULES
 
 COLAB = 'colab'
 PAPER = 'paper'

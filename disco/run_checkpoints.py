@@ -23,8 +23,8 @@ from disco import checkpoint as checkpoint_lib
 from disco import configs
 from disco import types
 from disco import weights
-from disco.eval_config import DISCO
-from disco.eval_config import EXECUTION_FIELDS
+from disco.eval.config import DISCO
+from disco.eval.config import EXECUTION_FIELDS
 
 KIND = 'disco-eval'
 

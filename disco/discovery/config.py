@@ -62,10 +62,10 @@ from disco import configs
 from disco import types
 from disco.environments import base as base_env
 from disco.environments import registry
-from disco.meta_train_config import POLICY_ENTROPY_COST
-from disco.meta_train_config import PREDICTION_ENTROPY_COST
-from disco.meta_train_config import TARGET_KL_COST
-from disco.meta_train_config import TARGET_MEAN_COST
+from disco.meta_train.config import POLICY_ENTROPY_COST
+from disco.meta_train.config import PREDICTION_ENTROPY_COST
+from disco.meta_train.config import TARGET_KL_COST
+from disco.meta_train.config import TARGET_MEAN_COST
 
 LOCAL = 'local'
 PAPER = 'paper'

@@ -19,16 +19,7 @@ The meta-gradients are averaged over agents and devices and applied with
 Adam. This module holds the maths of the reference's meta-training notebook
 without its globals: `MetaTrainAgent` bundles an agent with its value
 function and environment, `calculate_meta_gradient` is one agent's
-meta-gradient and `meta_update` one meta-step of the population. It also
-re-exports the rest of the public API, so that `meta_train.X` is all a user
-needs:
-
-* `disco.meta_train_config`: `MetaTrainConfig` (the notebook's settings),
-  `EXECUTION_FIELDS` and the meta-loss weights (`*_COST`);
-* `disco.meta_train_runtime`: `run_meta_train` (the loop over all devices,
-  with checkpoints that resume exactly), `MetaTrainResult`,
-  `random_init_params`, `progress_bar` and `checkpoint_root` (where a
-  process keeps its checkpoints).
+meta-gradient and `meta_update` one meta-step of the population.
 """
 
 import functools
@@ -45,10 +36,10 @@ import optax
 from disco import acting
 from disco import agent as agent_lib
 from disco import devices
-from disco import meta_train_config
 from disco import types
 from disco import utils
 from disco.environments import base as base_env
+from disco.meta_train import config as meta_train_config
 from disco.value_fns import value_fn as value_fn_lib
 
 MetaTrainConfig = meta_train_config.MetaTrainConfig
@@ -57,31 +48,6 @@ POLICY_ENTROPY_COST = meta_train_config.POLICY_ENTROPY_COST
 PREDICTION_ENTROPY_COST = meta_train_config.PREDICTION_ENTROPY_COST
 TARGET_MEAN_COST = meta_train_config.TARGET_MEAN_COST
 TARGET_KL_COST = meta_train_config.TARGET_KL_COST
-
-# Names of `disco.meta_train_runtime` that this module re-exports. They are
-# looked up on first use (PEP 562): the runtime imports this module, so an
-# import at the top would be circular.
-_RUNTIME_NAMES = frozenset({
-    'MetaTrainResult',
-    'checkpoint_root',
-    'progress_bar',
-    'random_init_params',
-    'run_meta_train',
-})
-
-
-def __getattr__(name: str) -> Any:
-  """The runtime's public names, imported on first use."""
-  if name in _RUNTIME_NAMES:
-    from disco import meta_train_runtime  # pylint: disable=g-import-not-at-top
-
-    return getattr(meta_train_runtime, name)
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-
-
-def __dir__() -> list[str]:
-  """This module's names and the runtime's it re-exports."""
-  return sorted(set(globals()) | _RUNTIME_NAMES)
 
 
 @chex.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What an evaluation run is: `EvalConfig` and the names of the rules.
 
-`disco.eval` re-exports everything here; the loops (`disco.eval_faithful`,
-`disco.eval_fast`) and their checkpoints (`disco.eval_checkpoint`) read it.
+`disco.eval` re-exports everything here; the loops (`disco.eval.loop`,
+`disco.eval.fast`) and their checkpoints (`disco.run_checkpoints`) read it.
 """
 
 from collections.abc import Mapping

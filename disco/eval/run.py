@@ -11,9 +11,9 @@ iteration's rollout.
 Two implementations share the configuration and the history they return:
 
 * the faithful loop (`EvalConfig.fast=False`, the default;
-  `disco.eval_faithful`) follows the reference step by step, so that with
+  `disco.eval.loop`) follows the reference step by step, so that with
   the default config it reproduces the reference's curve;
-* the fast path (`EvalConfig.fast=True`; `disco.eval_fast`) runs the same
+* the fast path (`EvalConfig.fast=True`; `disco.eval.fast`) runs the same
   update-rule maths fused on the device, with, through `run_eval_seeds`,
   several seeds `vmap`ped together; its replay sampling uses JAX's
   generator, so its curve is a different sample of the same process.
@@ -33,29 +33,28 @@ import time
 from typing import Any
 
 from disco import configs
-from disco import eval_checkpoint
-from disco import eval_faithful
-from disco import eval_fast
-from disco import eval_setup
 from disco import files
 from disco import interrupts
+from disco import learner
 from disco import progress
 from disco import types
 from disco.devices import select_devices
 from disco.environments import registry
-from disco.eval_config import ACTOR_CRITIC
-from disco.eval_config import DISCO
-from disco.eval_config import EXECUTION_FIELDS
-from disco.eval_config import POLICY_GRADIENT
-from disco.eval_config import RULES
-from disco.eval_config import EvalConfig
-from disco.eval_history import EvalHistory
-from disco.eval_history import LogFn
-from disco.eval_history import Recorder
-from disco.eval_history import RolloutRecord
-from disco.eval_setup import default_update_rule_params
-from disco.eval_setup import make_agent_settings
-from disco.eval_setup import make_value_function
+from disco.eval import fast as eval_fast
+from disco.eval import loop as eval_faithful
+from disco.eval.config import ACTOR_CRITIC
+from disco.eval.config import DISCO
+from disco.eval.config import EXECUTION_FIELDS
+from disco.eval.config import POLICY_GRADIENT
+from disco.eval.config import RULES
+from disco.eval.config import EvalConfig
+from disco.eval.history import EvalHistory
+from disco.eval.history import LogFn
+from disco.eval.history import Recorder
+from disco.eval.history import RolloutRecord
+from disco.learner import default_update_rule_params
+from disco.learner import make_agent_settings
+from disco.learner import make_value_function
 from disco.progress import ProgressFn
 
 __all__ = [
@@ -264,9 +263,9 @@ def _run(
         ' random states inside its games, which a checkpoint cannot restore.'
         ' Use env="catch" or run without checkpoint_dir.'
     )
-  setup = eval_setup.build(config, update_rule_params)
+  setup = learner.build(config, update_rule_params)
 
-  def _checkpoints(run_setup: eval_setup.Setup, run_seeds: list[int]):
+  def _checkpoints(run_setup: learner.Setup, run_seeds: list[int]):
     root = None
     if checkpoint_dir is not None:
       root = (
@@ -274,7 +273,7 @@ def _run(
           if one_run
           else seed_checkpoint_dir(checkpoint_dir, config, run_seeds[0])
       )
-    return eval_checkpoint.RunCheckpoints(
+    return run_checkpoints.RunCheckpoints(
         root,
         run_setup.config,
         run_seeds,
@@ -283,7 +282,7 @@ def _run(
     )
 
   def _recorder(
-      run_setup: eval_setup.Setup, seed: int, offset: int, report: bool
+      run_setup: learner.Setup, seed: int, offset: int, report: bool
   ) -> Recorder:
     return Recorder(
         run_setup.config,
@@ -307,14 +306,14 @@ def _run(
       )
 
   runs = [setup.for_seed(seed) for seed in seeds]
-  run_checkpoints = [_checkpoints(s, [s.config.seed]) for s in runs]
-  for checkpoints in run_checkpoints:  # Fail before anything runs.
+  seed_checkpoints = [_checkpoints(s, [s.config.seed]) for s in runs]
+  for checkpoints in seed_checkpoints:  # Fail before anything runs.
     checkpoints.peek(resume)
   fns = eval_faithful.FaithfulFns.build(setup)
   histories = []
   with interrupts.deferred_interrupts(what, handle_interrupts) as stop:
     for i, (run_setup, checkpoints) in enumerate(
-        zip(runs, run_checkpoints, strict=True)
+        zip(runs, seed_checkpoints, strict=True)
     ):
       recorder = _recorder(
           run_setup, run_setup.config.seed, i * config.num_steps, True

@@ -26,10 +26,10 @@ from disco import utils
 from disco import weights
 from disco.environments import base as base_env
 from disco.environments import registry
-from disco.eval_config import ACTOR_CRITIC
-from disco.eval_config import DISCO
-from disco.eval_config import POLICY_GRADIENT
-from disco.eval_config import EvalConfig
+from disco.eval.config import ACTOR_CRITIC
+from disco.eval.config import DISCO
+from disco.eval.config import POLICY_GRADIENT
+from disco.eval.config import EvalConfig
 from disco.update_rules import base as update_rules_base
 from disco.value_fns import value_fn as value_fn_lib
 

@@ -1,6 +1,6 @@
 """Training agents with a fixed update rule on any jittable environment.
 
-The generalisation of the evaluation loop's fast path (`disco.eval_fast`):
+The generalisation of the evaluation loop's fast path (`disco.eval.fast`):
 `num_envs` environments act in parallel on the device, their trajectories
 go to an on-device replay buffer, and each learner batch mixes
 `fresh_per_batch` trajectories of the newest rollout with
@@ -48,21 +48,21 @@ from disco import acting
 from disco import agent as agent_lib
 from disco import checkpoint as checkpoint_lib
 from disco import devices as devices_lib
-from disco import eval_checkpoint
-from disco import eval_setup
 from disco import files
 from disco import interrupts
+from disco import learner
 from disco import precision
 from disco import progress
 from disco import replay as replay_lib
+from disco import run_checkpoints
 from disco import types
 from disco.environments import registry
-from disco.train_config import AGENTS
-from disco.train_config import EXECUTION_FIELDS
-from disco.train_config import PRESETS
-from disco.train_config import TrainConfig
-from disco.train_config import agent_fields
-from disco.train_config import preset
+from disco.train.config import AGENTS
+from disco.train.config import EXECUTION_FIELDS
+from disco.train.config import PRESETS
+from disco.train.config import TrainConfig
+from disco.train.config import agent_fields
+from disco.train.config import preset
 
 __all__ = [
     'AGENTS',
@@ -204,7 +204,7 @@ class Trainer:
   Attributes:
     config: the run's settings.
     setup: its environment, agent, value function, devices and rule
-      parameters (`eval_setup.Setup`).
+      parameters (`learner.Setup`).
     seeds: the seeds trained together (`vmap`ped when there are several).
   """
 
@@ -222,7 +222,7 @@ class Trainer:
       raise ValueError(f'Seeds must differ, got {list(self.seeds)}.')
     # Gradients through the taken actions only: the trainer need not keep
     # the reference's rounding, and a learner step is cheaper.
-    setup = eval_setup.build(
+    setup = learner.build(
         config, update_rule_params, taken_action_gradients=True
     )
     self.setup = dataclasses.replace(setup, devices=select_devices(config))
@@ -270,7 +270,7 @@ class Trainer:
     fresh = config.fresh_per_batch // num_devices
     replayed = config.replay_per_batch
     num_learner_steps = config.learner_steps_per_step
-    learn_fn = eval_setup.make_learn_fn(setup)
+    learn_fn = learner.make_learn_fn(setup)
 
     def actor_step(
         params: hk.Params, key: chex.PRNGKey, timestep: Any, state: Any
@@ -298,7 +298,7 @@ class Trainer:
       )  # fmt: skip
       return TrainState(
           learner_state=learner_state,
-          value_state=eval_setup.init_value_state(setup, agent_key),
+          value_state=learner.init_value_state(setup, agent_key),
           actor_state=actor_state,
           env_state=env_state,
           timestep=timestep,
@@ -517,7 +517,7 @@ class Trainer:
       self,
       config: TrainConfig,
       *,
-      checkpoints: eval_checkpoint.RunCheckpoints,
+      checkpoints: run_checkpoints.RunCheckpoints,
       resume: bool,
       log_fn: LogFn | None,
       progress_fn: progress.ProgressFn | None,
@@ -717,12 +717,12 @@ def _columns(rows: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
 
 def _rows_to_arrays(rows: Sequence[Mapping[str, float]]) -> dict[str, Any]:
   return {f'logs/{k}': v for k, v in _columns(rows).items()} | {
-      'log_columns': eval_checkpoint.json_array(list(_columns(rows)))
+      'log_columns': run_checkpoints.json_array(list(_columns(rows)))
   }
 
 
 def _rows_from_arrays(arrays: Mapping[str, np.ndarray]) -> list[dict]:
-  names = eval_checkpoint.from_json_array(arrays['log_columns'])
+  names = run_checkpoints.from_json_array(arrays['log_columns'])
   columns = {k: arrays[f'logs/{k}'] for k in names}
   num = len(columns[names[0]]) if names else 0
   rows = []
@@ -806,7 +806,7 @@ def run_train(
   root = None
   if checkpoint_dir is not None:
     root = pathlib.Path(checkpoint_dir).expanduser()
-  checkpoints = eval_checkpoint.RunCheckpoints(
+  checkpoints = run_checkpoints.RunCheckpoints(
       root,
       config,
       seeds,

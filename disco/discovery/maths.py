@@ -37,11 +37,11 @@ import optax
 
 from disco import acting
 from disco import devices
-from disco import discovery_config
-from disco import meta_train
 from disco import replay as replay_lib
 from disco import types
 from disco import utils
+from disco.discovery import config as discovery_config
+from disco.meta_train import maths as meta_train
 
 DiscoveryConfig = discovery_config.DiscoveryConfig
 _AXIS = devices.AXIS_NAME

@@ -1,7 +1,7 @@
 """The fast path: actor, replay buffer and learner fused on the device.
 
 The same update-rule maths as the faithful loop (the same learner step,
-`eval_setup.make_learn_fn`, with the faithful loop's key splits), with the
+`learner.make_learn_fn`, with the faithful loop's key splits), with the
 replay buffer on the device (`replay.ReplayState`, sampled with JAX's
 generator, so its curve is a different sample of the same process), jitted
 initialisation, chunks of iterations in one jitted loop (one host round
@@ -26,11 +26,11 @@ from disco import acting
 from disco import agent as agent_lib
 from disco import checkpoint as checkpoint_lib
 from disco import devices as devices_lib
-from disco import eval_checkpoint
-from disco import eval_history
-from disco import eval_setup
+from disco import learner
 from disco import replay
+from disco import run_checkpoints
 from disco import types
+from disco.eval import history as eval_history
 
 _AXIS = devices_lib.AXIS_NAME
 
@@ -54,7 +54,7 @@ class LoopState:
   sample_rng: chex.PRNGKey
 
 
-def make_learn_from_replay(setup: eval_setup.Setup) -> LearnFromReplayFn:
+def make_learn_from_replay(setup: learner.Setup) -> LearnFromReplayFn:
   """The fast path's learner step: sample on the device, then learn.
 
   Per device, inside `pmap`: draws `learner_batch_size` trajectories with
@@ -63,7 +63,7 @@ def make_learn_from_replay(setup: eval_setup.Setup) -> LearnFromReplayFn:
   structure of its logs and then reuses that trace).
   """
   config = setup.config
-  learn_fn = eval_setup.make_learn_fn(setup)
+  learn_fn = learner.make_learn_fn(setup)
 
   @jax.jit
   def learn_from_replay(
@@ -91,13 +91,13 @@ def make_learn_from_replay(setup: eval_setup.Setup) -> LearnFromReplayFn:
 
 
 def make_fast_fns(
-    setup: eval_setup.Setup,
+    setup: learner.Setup,
 ) -> tuple[Callable[..., LoopState], Callable[..., Any]]:
   """The fast path's per-device, per-seed `init` and `chunk` functions."""
   config, env, agent = setup.config, setup.env, setup.agent
   num_devices = setup.num_devices
   learn_from_replay = make_learn_from_replay(setup)
-  unroll = eval_setup.unroll_fn(setup)
+  unroll = learner.unroll_fn(setup)
 
   def init(seed_key: chex.PRNGKey, sample_key: chex.PRNGKey) -> LoopState:
     env_state, timestep = devices_lib.device_slice(
@@ -108,10 +108,10 @@ def make_fast_fns(
     example, *_ = jax.eval_shape(
         unroll, learner_state.params, actor_state, timestep, env_state, seed_key
     )
-    example = eval_setup.behaviour_outs(config, example)
+    example = learner.behaviour_outs(config, example)
     return LoopState(
         learner_state=learner_state,
-        value_state=eval_setup.init_value_state(setup, seed_key),
+        value_state=learner.init_value_state(setup, seed_key),
         actor_state=actor_state,
         env_state=env_state,
         timestep=timestep,
@@ -143,7 +143,7 @@ def make_fast_fns(
     )
     total, count = acting.episode_statistics(returns, rollout.discounts)
     replay_state = replay.add_to_replay(
-        state.replay, eval_setup.behaviour_outs(config, rollout), batch_axis=1
+        state.replay, learner.behaviour_outs(config, rollout), batch_axis=1
     )
     sample_rng, sample_key = jax.random.split(state.sample_rng)
     outputs = dict(
@@ -220,7 +220,7 @@ def make_fast_fns(
 class FastRun:
   """The fast path's programs for `seeds` (vmapped when there are several)."""
 
-  def __init__(self, setup: eval_setup.Setup, seeds: Sequence[int]):
+  def __init__(self, setup: learner.Setup, seeds: Sequence[int]):
     self.setup = setup
     self.seeds = [int(s) for s in seeds]
     self._batched = len(self.seeds) > 1
@@ -286,7 +286,7 @@ class FastRun:
   def run(
       self,
       recorders: Sequence[eval_history.Recorder],
-      checkpoints: eval_checkpoint.RunCheckpoints,
+      checkpoints: run_checkpoints.RunCheckpoints,
       *,
       resume: bool,
       interrupted: Callable[[], bool],

@@ -13,8 +13,8 @@ import haiku as hk
 import numpy as np
 
 from disco import acting
-from disco import eval_config
 from disco import progress
+from disco.eval import config as eval_config
 
 ProgressFn = progress.ProgressFn
 # (seed, iteration from 1, that iteration's row) -> None.

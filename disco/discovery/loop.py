@@ -20,12 +20,12 @@ import numpy as np
 
 from disco import checkpoint as checkpoint_lib
 from disco import devices
-from disco import discovery
-from disco import discovery_config
 from disco import files
-from disco import meta_train_runtime
 from disco import progress
 from disco import weights
+from disco.discovery import config as discovery_config
+from disco.discovery import maths as discovery
+from disco.meta_train import loop as meta_train_runtime
 
 DiscoveryConfig = discovery_config.DiscoveryConfig
 HostParams = weights.HostParams

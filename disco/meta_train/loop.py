@@ -29,11 +29,11 @@ from disco import configs
 from disco import devices
 from disco import files
 from disco import interrupts
-from disco import meta_train
-from disco import meta_train_config
 from disco import progress
 from disco import types
 from disco import weights
+from disco.meta_train import config as meta_train_config
+from disco.meta_train import maths as meta_train
 
 MetaTrainConfig = meta_train_config.MetaTrainConfig
 HostParams = weights.HostParams

@@ -23,12 +23,12 @@ from typing import Any
 
 from disco import checkpoint
 from disco import cli
-from disco import discovery_config
-from disco import discovery_runtime
 from disco import logs
-from disco import meta_train_runtime
 from disco import progress
 from disco import weights
+from disco.discovery import config as discovery_config
+from disco.discovery import loop as discovery_runtime
+from disco.meta_train import loop as meta_train_runtime
 
 PROG = 'disco-discover'
 PARAMS_FILENAME = 'update_rule_params.npz'

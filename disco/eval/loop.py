@@ -25,11 +25,11 @@ from disco import acting
 from disco import agent as agent_lib
 from disco import checkpoint as checkpoint_lib
 from disco import devices as devices_lib
-from disco import eval_checkpoint
-from disco import eval_history
-from disco import eval_setup
+from disco import learner
 from disco import replay
+from disco import run_checkpoints
 from disco import types
+from disco.eval import history as eval_history
 
 _AXIS = devices_lib.AXIS_NAME
 
@@ -44,10 +44,10 @@ class FaithfulFns:
   accumulate: Callable[..., Any] | None  # Host environments.
 
   @classmethod
-  def build(cls, setup: eval_setup.Setup) -> 'FaithfulFns':
+  def build(cls, setup: learner.Setup) -> 'FaithfulFns':
     config, agent, devices = setup.config, setup.agent, setup.devices
     learn = jax.pmap(
-        eval_setup.make_learn_fn(setup),
+        learner.make_learn_fn(setup),
         axis_name=_AXIS,
         devices=devices,
         donate_argnums=(2, 5),
@@ -62,7 +62,7 @@ class FaithfulFns:
           accumulate=jax.jit(jax.vmap(acting.accumulate_rewards)),
       )
 
-    unroll = eval_setup.unroll_fn(setup)
+    unroll = learner.unroll_fn(setup)
 
     def act(
         params: hk.Params,
@@ -78,7 +78,7 @@ class FaithfulFns:
       acc_rewards, returns = acting.accumulate_rewards(
           acc_rewards, rollout.rewards, rollout.discounts
       )
-      rollout = eval_setup.behaviour_outs(config, rollout)
+      rollout = learner.behaviour_outs(config, rollout)
       return rollout, actor_state, timestep, env_state, acc_rewards, returns
 
     return cls(
@@ -110,7 +110,7 @@ class _State:
   step: int = 0
 
 
-def _initial_state(setup: eval_setup.Setup) -> _State:
+def _initial_state(setup: learner.Setup) -> _State:
   """A fresh run's state: one key for the environment, learner and actor."""
   config, env, agent = setup.config, setup.env, setup.agent
   rng = jax.random.PRNGKey(config.seed)
@@ -121,9 +121,9 @@ def _initial_state(setup: eval_setup.Setup) -> _State:
   replicated = dict(
       learner_state=jax.jit(agent.initial_learner_state)(rng),
       actor_state=jax.jit(agent.initial_actor_state)(rng),
-      value_state=jax.jit(
-          functools.partial(eval_setup.init_value_state, setup)
-      )(rng),
+      value_state=jax.jit(functools.partial(learner.init_value_state, setup))(
+          rng
+      ),
   )
   acc_rewards = np.zeros((config.num_envs,), np.float32)
   if setup.jittable:
@@ -161,12 +161,12 @@ def _state_arrays(state: _State) -> dict[str, np.ndarray]:
     arrays.update(checkpoint_lib.flatten_tree(buffer['storage'], 'buffer'))
   arrays['buffer_size'] = np.int64(buffer['size'])
   arrays['buffer_next_slot'] = np.int64(buffer['next_slot'])
-  arrays['buffer_rng_state'] = eval_checkpoint.json_array(buffer['rng_state'])
+  arrays['buffer_rng_state'] = run_checkpoints.json_array(buffer['rng_state'])
   return arrays
 
 
 def _restore_state(
-    setup: eval_setup.Setup, fns: FaithfulFns, ckpt: checkpoint_lib.Checkpoint
+    setup: learner.Setup, fns: FaithfulFns, ckpt: checkpoint_lib.Checkpoint
 ) -> _State:
   """The state saved in `ckpt`, on the devices as a fresh run places it."""
   fresh = _initial_state(setup)
@@ -200,14 +200,14 @@ def _restore_state(
           storage=storage,
           size=int(arrays['buffer_size']),
           next_slot=int(arrays['buffer_next_slot']),
-          rng_state=eval_checkpoint.from_json_array(arrays['buffer_rng_state']),
+          rng_state=run_checkpoints.from_json_array(arrays['buffer_rng_state']),
       )
   )
   return _State(devices=placed, rng=rng, buffer=fresh.buffer, step=ckpt.step)
 
 
 def _iteration(
-    setup: eval_setup.Setup,
+    setup: learner.Setup,
     fns: FaithfulFns,
     state: _State,
     update_rule_params: types.MetaParams,
@@ -249,7 +249,7 @@ def _iteration(
             devices=setup.devices,
         )
     )
-    rollout = eval_setup.behaviour_outs(config, rollout)
+    rollout = learner.behaviour_outs(config, rollout)
     d['acc_rewards'], returns = fns.accumulate(
         d['acc_rewards'], rollout.rewards, rollout.discounts
     )
@@ -282,10 +282,10 @@ def _iteration(
 
 
 def run_faithful(
-    setup: eval_setup.Setup,
+    setup: learner.Setup,
     fns: FaithfulFns,
     recorder: eval_history.Recorder,
-    checkpoints: eval_checkpoint.RunCheckpoints,
+    checkpoints: run_checkpoints.RunCheckpoints,
     *,
     resume: bool,
     interrupted: Callable[[], bool],
