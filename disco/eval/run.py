@@ -37,6 +37,7 @@ from disco import files
 from disco import interrupts
 from disco import learner
 from disco import progress
+from disco import run_checkpoints
 from disco import types
 from disco.devices import select_devices
 from disco.environments import registry
