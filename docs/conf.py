@@ -32,6 +32,8 @@ napoleon_use_ivar = True
 autodoc_member_order = 'bysource'
 autodoc_typehints = 'signature'
 autodoc_default_options = {'show-inheritance': True}
+# Only our docstrings: not those of the base classes of other libraries.
+autodoc_inherit_docstrings = False
 
 html_theme = 'furo'
 html_title = 'disco'
@@ -58,6 +60,27 @@ def _literal(match: re.Match[str]) -> str:
   if not after.isspace() and after not in _CLOSES_BEFORE:
     span += '\\ '
   return span
+
+
+_STARS = re.compile(r'(?<![\w*\\])(\*{1,2})(?=\w)')
+
+
+def _escape_open_stars(line: str) -> str:
+  """Escapes `*` and `**` that open no emphasis (`[*batch]`, `**kwargs`)."""
+
+  def escape(match: re.Match[str]) -> str:
+    stars = match.group(1)
+    closing = re.compile(r'\w' + re.escape(stars) + r'(?![\w*])')
+    if closing.search(line, match.end()):
+      return stars
+    return '\\*' * len(stars)
+
+  # Outside inline literals only, where a backslash would show.
+  parts = re.split(r'(``.*?``)', line)
+  return ''.join(
+      part if part.startswith('``') else _STARS.sub(escape, part)
+      for part in parts
+  )
 
 
 def _indent(line: str) -> int:
@@ -100,7 +123,8 @@ def _markdown_code_to_literals(app, what, name, obj, options, lines):
   for line, literal in zip(lines + [''], in_block + [True]):
     if literal:
       if prose:
-        result.extend(_CODE_SPAN.sub(_literal, '\n'.join(prose)).split('\n'))
+        text = _CODE_SPAN.sub(_literal, '\n'.join(prose))
+        result.extend(_escape_open_stars(line) for line in text.split('\n'))
         prose = []
       result.append(line)
     else:
