@@ -116,7 +116,8 @@ def _literal_blocks(lines: list[str]) -> list[bool]:
   return in_block
 
 
-def _markdown_code_to_literals(app, what, name, obj, options, lines):
+def _docstring_to_rest(app, what, name, obj, options, lines):
+  """Rewrites a docstring's `lines` in place (autodoc's hook)."""
   del app, what, name, obj, options  # Unused.
   in_block = _literal_blocks(lines)
   result, prose = [], []
@@ -124,7 +125,7 @@ def _markdown_code_to_literals(app, what, name, obj, options, lines):
     if literal:
       if prose:
         text = _CODE_SPAN.sub(_literal, '\n'.join(prose))
-        result.extend(_escape_open_stars(line) for line in text.split('\n'))
+        result.extend(_escape_open_stars(part) for part in text.split('\n'))
         prose = []
       result.append(line)
     else:
@@ -134,6 +135,4 @@ def _markdown_code_to_literals(app, what, name, obj, options, lines):
 
 def setup(app):
   # Before napoleon (priority 500), which reads `a: b` as a type and text.
-  app.connect(
-      'autodoc-process-docstring', _markdown_code_to_literals, priority=400
-  )
+  app.connect('autodoc-process-docstring', _docstring_to_rest, priority=400)
