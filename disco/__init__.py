@@ -1,12 +1,8 @@
 """disco: a faithful, fast JAX/Haiku reimplementation of DiscoRL.
 
-DiscoRL (Oh et al., "Discovering state-of-the-art reinforcement learning
-algorithms", Nature 648, 2025) meta-learns a reinforcement-learning update
-rule; Disco103 is the published one. This package trains agents with it (or
-with actor-critic and policy-gradient baselines) on any JAX environment
-(`run_train`), reproduces the reference's evaluation colab (`run_eval`),
-meta-trains new rules as its meta-training colab does (`run_meta_train`)
-and discovers them with the paper's recipe (`run_discovery`).
+Trains agents with the meta-learned update rule Disco103 (Oh et al., Nature
+648, 2025) or with baselines (`run_train`, `run_eval`), and meta-learns new
+rules (`run_meta_train`, `run_discovery`). `__all__` lists the everyday names.
 """
 
 import warnings

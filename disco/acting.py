@@ -1,20 +1,8 @@
 """Actor unrolls and episode-return accounting for training loops.
 
-Two ways to collect a rollout of `rollout_len` steps:
-
-* `unroll_jittable_actor` for environments written in JAX: the agent and
-  the environment step together inside one `lax.scan`, so the whole unroll
-  can be `jit`ted or `pmap`ped.
-* `unroll_cpu_actor` for host-side environments: a Python loop that calls a
-  (`pmap`ped) actor step, brings the actions back to the host and steps the
-  environment there.
-
-Both return an `ActorRollout` whose timestep t holds the observation seen at
-t, the action taken there, and the reward and discount of arriving at t.
-
-Returns are tracked with a per-environment accumulator that survives across
-rollouts (`accumulate_rewards`); `episode_statistics` then sums the returns
-of the episodes that ended inside a rollout.
+`unroll_jittable_actor` steps a JAX environment inside one `lax.scan`;
+`unroll_cpu_actor` steps a host-side one from Python. Both return an
+`ActorRollout`; `accumulate_rewards` and `episode_statistics` track returns.
 """
 
 from collections.abc import Callable, Sequence

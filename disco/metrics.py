@@ -1,13 +1,8 @@
 """Summary statistics of learning curves.
 
-A learning curve is, per loop iteration, the summed return of the episodes
-that ended in it and their number (`EvalHistory.total_returns` and
-`.num_episodes`). Returns are averaged per episode, not per iteration:
-iterations without a finished episode add nothing to either sum, so an
-average is NaN only where no episode ended at all.
-
-Across seeds, statistics ignore the seeds whose value is NaN and say how
-many there were.
+Per-episode average returns over a curve's final window, smoothing, and
+statistics across seeds (IQM, bootstrap intervals) that skip and count the
+seeds without a value.
 """
 
 import dataclasses

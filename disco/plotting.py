@@ -1,9 +1,7 @@
 """Plots of runs: a smoothed curve over its faint raw values, as PNG.
 
-matplotlib is an optional dependency (the `[colab]` and `[test]` extras) and
-is imported only when a plot is drawn, so `import disco` never needs it.
-Figures are made without pyplot, so nothing is shown or kept open unless
-the caller displays them (a notebook shows a returned figure).
+matplotlib is optional (the `colab` and `test` extras) and imported only when
+a plot is drawn.
 """
 
 from collections.abc import Mapping, Sequence

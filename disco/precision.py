@@ -1,11 +1,7 @@
 """Mixed precision for the trainer: bfloat16 compute, float32 everything else.
 
-`compute_in(dtype)` wraps a function that applies Haiku networks so that,
-while it is traced, every `hk.Linear` (and so every MLP and LSTM built from
-them, in the agent and in the rule's meta-network) multiplies in `dtype`
-with float32 parameters and float32 outputs: parameters, optimiser state,
-losses and the values between layers stay float32. The faithful loops never
-use it. Whether it is faster depends on the machine (docs: benchmarks).
+`compute_in(dtype, fn)` makes the Haiku networks that `fn` applies multiply
+in `dtype`, with float32 parameters and outputs (docs: training).
 """
 
 from collections.abc import Callable

@@ -1,21 +1,8 @@
-"""A first-in-first-out replay buffer of trajectories, kept on the host.
+"""A first-in-first-out replay buffer of trajectories.
 
-`SimpleReplayBuffer` behaves like the reference eval loop's buffer: a batch
-of trajectories is split along its batch axis into single trajectories,
-which are appended in order; once `capacity` is reached the oldest ones are
-dropped. Sampling draws `batch_size` positions uniformly with replacement
-from `numpy.random.default_rng(seed).integers` and stacks the trajectories
-back along the batch axis. Position 0 is the oldest trajectory held, as in a
-`collections.deque(maxlen=capacity)`, so a given seed samples exactly the
-same trajectories as the reference.
-
-Storage is one preallocated numpy array per leaf with the capacity in place
-of the batch axis (a ring), so adding and sampling are single vectorised
-copies rather than per-trajectory Python objects.
-
-`ReplayState` with `init_replay_state`, `add_to_replay` and
-`sample_from_replay` is the same FIFO ring as pure JAX functions, for loops
-that run entirely on the device (its sampling uses a JAX key instead).
+`SimpleReplayBuffer` is the reference eval loop's buffer on the host (numpy,
+the same samples for a given seed); `ReplayState` with `init_replay_state`,
+`add_to_replay` and `sample_from_replay` is the same ring in pure JAX.
 """
 
 import copy

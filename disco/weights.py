@@ -1,32 +1,9 @@
 """Finding, verifying, loading and saving update-rule parameters.
 
-Update-rule (meta-network) parameters are Haiku trees
-`{module_path: {param_name: array}}`. On disk they are kept as a flat `.npz`
-archive whose keys join the two levels with a slash, e.g.
-`lstm/~/meta_lstm/~unroll/lstm/linear/w`. Haiku module paths contain slashes
-themselves, so a flat key is split on its LAST slash: everything before it is
-the module path and the rest is the parameter name.
-
-The published Disco103 update rule (`disco_103.npz`) is located by
-`load_disco103`, which looks, in order, at
-
-1. a path given explicitly by the caller,
-2. the file named by `$DISCO_WEIGHTS`,
-3. `weights/disco_103.npz` in the repository that holds the `disco` package,
-4. the user cache (`$DISCO_CACHE_DIR`, else `$XDG_CACHE_HOME/disco`, else
-   `~/.cache/disco`),
-5. and finally downloads it from the reference repository into the cache.
-
-Whatever the route, the bytes are checked against the published SHA-256 and
-the decoded tree against the published key -> shape table, so a wrong,
-truncated or tampered file is reported instead of being used. Downloads go to
-a temporary file next to the destination and are renamed into place only
-after they pass both checks, so a failed or corrupted download never touches
-an existing cached copy.
-
-The Disco103 weights are by the DiscoRL authors (Oh et al., "Discovering
-state-of-the-art reinforcement learning algorithms", Nature 648, 2025),
-published by Google DeepMind in google-deepmind/disco_rl under CC-BY 4.0.
+`load_disco103` finds the published Disco103 rule (or downloads it) and
+checks it; `load_update_rule_params` and `save_update_rule_params` read and
+write any rule in the flat `.npz` layout of `disco_103.npz`. The Disco103
+weights are by the DiscoRL authors (Google DeepMind), under CC-BY 4.0.
 """
 
 from collections.abc import Mapping
