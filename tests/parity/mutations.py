@@ -4,7 +4,7 @@ Each mutation monkeypatches the library (nothing in `disco/` changes) so
 that it computes what a port with that bug would. `DISCO_PARITY_MUTATION=
 <name>` applies one for a whole pytest session (see conftest.py), and
 `python -m tests.parity.teeth` runs the parity suite under each of them, in
-both modes, and tabulates which cases fail (README, Parity). The first ten
+both modes, and tabulates which cases fail (docs/parity.md). The first ten
 are the bugs issue 10 lists; the others are further ones seen in ports.
 """
 

@@ -13,7 +13,7 @@ holds.
     python -m tests.parity.teeth --modes cross --mutations polyak_inverted
     python -m tests.parity.teeth --modes cross --mutations   # spread only
 
-Writes to --out, after every run: `teeth.md` (the table in the README),
+Writes to --out, after every run: `teeth.md` (the table in docs/parity.md),
 `teeth.csv` (bug, mode, set, failing cases), `margins.csv` and `margins.md`
 (per mode, set, bug and case, the worst comparison as a multiple of its
 tolerance: the baseline's is the spread measured here, a bug's is how far

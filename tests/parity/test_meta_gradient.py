@@ -36,7 +36,7 @@ come from agrees to 6e-7. So the comparisons are:
   7.6e-3 without FMA).
 
 Every bug of tests/parity/mutations.py that reaches meta-training fails at
-least one of these (README, Parity).
+least one of these (docs/parity.md).
 """
 
 from collections.abc import Mapping

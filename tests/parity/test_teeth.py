@@ -3,7 +3,7 @@
 Runs `python -m tests.parity.teeth --modes cross`: the parity suite once
 without a bug and once per bug of mutations.py, each against all three
 golden sets, about 65 minutes on 2 CPU cores, so it is marked `slow` and
-CI does not run it; the README's Parity section has its table.
+CI does not run it; docs/parity.md has its table.
 """
 
 import pathlib
