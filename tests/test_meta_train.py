@@ -28,6 +28,7 @@ from disco import meta_train
 from disco import progress
 from disco import weights
 from disco.meta_train import loop as meta_train_runtime
+from disco.meta_train import maths as meta_train_maths
 
 # One pytest worker runs this module and the command-line tests of the same
 # tiny run, which then share its compiled meta-step (`--dist loadgroup`).
@@ -244,7 +245,7 @@ def test_meta_update_key_schedule(monkeypatch):
 
   monkeypatch.setattr(meta_train.MetaTrainAgent, 'unroll_actor', _unroll_actor)
   monkeypatch.setattr(
-      meta_train, 'calculate_meta_gradient', _calculate_meta_gradient
+      meta_train_maths, 'calculate_meta_gradient', _calculate_meta_gradient
   )
   monkeypatch.setattr(agent.agent, 'actor_step', _actor_step)
 
