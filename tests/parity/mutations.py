@@ -19,8 +19,8 @@ import pytest
 import rlax
 
 from disco import agent as agent_lib
-from disco import meta_train
 from disco import optimizers
+from disco.meta_train import maths as meta_train
 from disco.update_rules import disco as disco_rule
 from disco.update_rules import input_transforms
 from disco.value_fns import value_utils
