@@ -1,13 +1,9 @@
-"""What `EvalConfig` and `MetaTrainConfig` share: one vocabulary, one codec.
+"""What the run configs share: one vocabulary, one codec, one set of checks.
 
-Both configs are frozen dataclasses whose fields use the same words for the
-same things (`env`, `env_settings`, `seed`, `num_steps`, `rollout_len`,
-`agent_*` for the agent network and its optimiser, `value_fn_*` for the
-value function, `update_rule_params` for where the rule's parameters come
-from, `checkpoint_every`, `keep_checkpoints`). `ConfigBase` gives both the
-same `replace`, `to_dict` and `from_dict` (JSON round trip, with the
-deprecated spellings of earlier releases accepted and warned about), which
-`disco.cli` builds the command lines from.
+`ConfigBase` gives every config `replace`, `to_dict` and `from_dict` (JSON
+round trip, deprecated spellings accepted with a warning); the field groups
+below (`NETWORK_SIZES`, `LEARNING_RATES`, ...) and their `check_*`
+functions declare the ranges of the fields the configs have in common.
 """
 
 from collections.abc import Mapping, Sequence
@@ -71,6 +67,76 @@ def check_ints(config: Any, names: Sequence[str], minimum: int) -> None:
         and value >= minimum,
         f'{name} must be an int >= {minimum}, got {value!r}.',
     )
+
+
+# Fields the configs share, by the range their values must lie in.
+NETWORK_SIZES = ('agent_dense', 'agent_head_mlp_hiddens', 'value_fn_dense')
+LEARNING_RATES = ('agent_learning_rate', 'value_fn_learning_rate')
+# The meta-learning configs' (`MetaTrainConfig`, `DiscoveryConfig`).
+META_POSITIVE = (
+    'meta_learning_rate',
+    *LEARNING_RATES,
+    'value_fn_max_abs_update',
+)
+META_NON_NEGATIVE = (
+    'agent_head_w_init_std',
+    'value_fn_head_w_init_std',
+    'value_fn_outer_value_cost',
+    'value_fn_ema_eps',
+    'policy_entropy_cost',
+    'prediction_entropy_cost',
+    'target_mean_cost',
+    'target_kl_cost',
+)
+META_FRACTIONS = (
+    'value_fn_discount_factor',
+    'value_fn_td_lambda',
+    'value_fn_ema_decay',
+)
+
+
+def set_network_sizes(config: Any, names: Sequence[str] = NETWORK_SIZES):
+  """Stores each field in `names` as a non-empty tuple of positive ints."""
+  for name in names:
+    object.__setattr__(config, name, positive_ints(name, getattr(config, name)))
+
+
+def set_sorted_settings(config: Any, name: str = 'env_settings') -> None:
+  """Stores field `name` as sorted `(name, value)` pairs."""
+  object.__setattr__(config, name, sorted_settings(getattr(config, name)))
+
+
+def check_positive(config: Any, names: Sequence[str]) -> None:
+  for name in names:
+    value = getattr(config, name)
+    check(value > 0, f'{name} must be > 0, got {value!r}.')
+
+
+def check_non_negative(config: Any, names: Sequence[str]) -> None:
+  for name in names:
+    value = getattr(config, name)
+    check(value >= 0, f'{name} must be >= 0, got {value!r}.')
+
+
+def check_fractions(config: Any, names: Sequence[str]) -> None:
+  for name in names:
+    value = getattr(config, name)
+    check(0 <= value <= 1, f'{name} must be in [0, 1], got {value!r}.')
+
+
+def check_bools(config: Any, names: Sequence[str]) -> None:
+  for name in names:
+    check(isinstance(getattr(config, name), bool), f'{name} must be a bool.')
+
+
+def check_rule_source(config: Any) -> None:
+  """`update_rule_params` is None or names a rule (a non-empty string)."""
+  value = config.update_rule_params
+  check(
+      value is None or (isinstance(value, str) and value),
+      "update_rule_params must be None, 'random', 'disco103' or the"
+      f' path of an .npz file, got {value!r}.',
+  )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,20 +1,27 @@
 """One progress bar for every loop: `tqdm.auto` as a `progress_fn`.
 
-The loops (`run_eval`, `run_meta_train`) report progress by calling
-`progress_fn(step, metrics)` after each step; `ProgressBar` is such a
-function that draws a bar (a widget in notebooks, text in terminals) and
-shows some of the metrics:
-
-    with progress.ProgressBar(config.num_steps, postfix=('avg_return',)) as bar:
-      history = eval.run_eval(config, progress_fn=bar)
+with progress.progress_bar(progress.EVAL, config.num_steps) as bar:
+  history = eval.run_eval(config, progress_fn=bar)
 """
 
 from collections.abc import Callable, Mapping, Sequence
 import math
-from typing import Self
+from typing import Any, Self
 
 # (steps done, counting from 1; that step's scalar metrics) -> None.
 ProgressFn = Callable[[int, Mapping[str, float]], None]
+
+# The run kinds, and what their bars count and show.
+EVAL = 'eval'
+TRAIN = 'train'
+META_TRAIN = 'meta_train'
+DISCOVERY = 'discovery'
+BARS: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    EVAL: ('it', ('avg_return',)),
+    TRAIN: ('it', ('train_return', 'eval_return')),
+    META_TRAIN: ('meta-step', ('meta_loss', 'pos_reward_fraction')),
+    DISCOVERY: ('meta-step', ('meta_loss', 'return')),
+}
 
 
 class ProgressBar:
@@ -76,6 +83,26 @@ class ProgressBar:
 
   def __exit__(self, *exc_info) -> None:
     self.close()
+
+
+def progress_bar(
+    kind: str, total: int, description: str = '', **kwargs: Any
+) -> ProgressBar:
+  """A `ProgressBar` of a run kind's steps, showing its main metrics.
+
+  Args:
+    kind: one of `BARS` (EVAL, TRAIN, META_TRAIN, DISCOVERY).
+    total: the step the bar ends at.
+    description: shown before the bar.
+    **kwargs: the other `ProgressBar` arguments (`initial`, `enabled`, and
+      `unit` or `postfix` to change the kind's).
+
+  Returns:
+    The open bar; use it as a context manager.
+  """
+  unit, postfix = BARS[kind]
+  kwargs = dict(unit=unit, postfix=postfix) | kwargs
+  return ProgressBar(total, description, **kwargs)
 
 
 def chain(*fns: ProgressFn | None) -> ProgressFn:

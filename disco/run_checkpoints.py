@@ -1,16 +1,12 @@
 """Checkpoints of evaluation and training runs: what they hold, when they fit.
 
-One run (a seed of the faithful loop, or the fast path's vmapped seeds)
-keeps its checkpoints in one directory through `disco.checkpoint` (atomic,
-verified). Their metadata names the run (config, seeds, device count and
-the SHA-256 of the update rule's parameters), so that a resume with
-anything else that changes the maths is refused with a
-`CheckpointMismatchError` naming the difference. Only the fields in
-`eval_config.EXECUTION_FIELDS` may change on resume.
+One run (a seed of the faithful loop, or vmapped seeds) keeps its
+checkpoints in one directory through `disco.checkpoint`, with the metadata
+of `disco.runtime.run_metadata`; a resume that changes anything but the
+execution fields is refused with a `CheckpointMismatchError`.
 """
 
 from collections.abc import Callable, Mapping, Sequence, Set
-import hashlib
 import json
 import logging
 import pathlib
@@ -21,6 +17,7 @@ import numpy as np
 
 from disco import checkpoint as checkpoint_lib
 from disco import configs
+from disco import runtime
 from disco import types
 from disco import weights
 from disco.eval.config import DISCO
@@ -28,19 +25,8 @@ from disco.eval.config import EXECUTION_FIELDS
 
 KIND = 'disco-eval'
 
-# The per-run seed is compared through `seeds`, the rule's source through
-# its parameters' digest.
-_COMPARED_ELSEWHERE = frozenset({'seed'})
-
-
-def params_digest(params: types.MetaParams) -> str:
-  """SHA-256 over the sorted key paths, shapes, dtypes and bytes of `params`."""
-  digest = hashlib.sha256()
-  for key, array in sorted(checkpoint_lib.flatten_tree(params).items()):
-    array = np.ascontiguousarray(array)
-    digest.update(f'{key}:{array.dtype}:{array.shape}'.encode())
-    digest.update(array.tobytes())
-  return digest.hexdigest()
+# The one digest of the update rule's parameters (`disco.runtime`).
+params_digest = runtime.params_digest
 
 
 def json_array(value: Any) -> np.ndarray:
@@ -95,53 +81,26 @@ class RunCheckpoints:
     self._num_devices = num_devices
 
   def metadata(self) -> dict[str, Any]:
-    return dict(
-        kind=self._kind,
-        config=self._config.to_dict(),
+    return runtime.run_metadata(
+        self._kind,
+        self._config,
+        self._digest,
+        self._num_devices,
         seeds=self._seeds,
-        update_rule_params_sha256=self._digest,
-        num_devices=self._num_devices,
-        jax_version=jax.__version__,
     )
 
   def check_metadata(self, meta: Mapping[str, Any], where: str) -> None:
     """Raises `CheckpointMismatchError` unless `meta` is this run's."""
-    mismatch = checkpoint_lib.CheckpointMismatchError
-    if meta.get('kind') != self._kind:
-      raise mismatch(
-          f'{where} was written by {meta.get("kind")!r}, not {self._kind!r}.'
-      )
-    try:
-      saved = type(self._config).from_dict(meta['config'])
-    except (KeyError, TypeError, ValueError) as e:
-      raise mismatch(f'{where} has an unreadable config: {e}') from e
-    differ = [
-        f'{name} (checkpoint {getattr(saved, name)!r}, now'
-        f' {getattr(self._config, name)!r})'
-        for name in self._config.field_names()
-        if name not in self._execution_fields | _COMPARED_ELSEWHERE
-        and getattr(saved, name) != getattr(self._config, name)
-    ]
-    if meta.get('seeds') != self._seeds:
-      differ.append(
-          f'seeds (checkpoint {meta.get("seeds")}, now {self._seeds})'
-      )
-    if meta.get('num_devices') != self._num_devices:
-      differ.append(
-          f'number of devices (checkpoint {meta.get("num_devices")}, now'
-          f' {self._num_devices})'
-      )
-    if meta.get('update_rule_params_sha256') != self._digest:
-      differ.append(
-          'update-rule parameters (SHA-256 checkpoint'
-          f' {meta.get("update_rule_params_sha256")}, now {self._digest})'
-      )
-    if differ:
-      raise mismatch(
-          f'{where} belongs to another run; it differs in: '
-          + '; '.join(differ)
-          + '.'
-      )
+    runtime.check_metadata(
+        meta,
+        where,
+        kind=self._kind,
+        config=self._config,
+        num_local_devices=self._num_devices,
+        execution_fields=self._execution_fields,
+        seeds=self._seeds,
+        rule_params=self._params,
+    )
 
   def peek(self, resume: bool) -> int | None:
     """Checks, before anything runs, that the run may start or resume here.
@@ -211,9 +170,8 @@ class RunCheckpoints:
     """
     if self.root is None or self.last_saved == step:
       return
-    every = self._config.checkpoint_every
-    if due_since is not None and (
-        not every or step // every <= due_since // every
+    if due_since is not None and not runtime.is_due(
+        step, self._config.checkpoint_every, due_since
     ):
       return
     path = checkpoint_lib.save(

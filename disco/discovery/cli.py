@@ -25,10 +25,10 @@ from disco import checkpoint
 from disco import cli
 from disco import logs
 from disco import progress
+from disco import runtime
 from disco import weights
 from disco.discovery import config as discovery_config
-from disco.discovery import loop as discovery_runtime
-from disco.meta_train import loop as meta_train_runtime
+from disco.discovery import loop as discovery
 
 PROG = 'disco-discover'
 PARAMS_FILENAME = 'update_rule_params.npz'
@@ -39,40 +39,6 @@ def _population(text: str) -> tuple[tuple[str, int], ...]:
     return discovery_config.parse_population(text)
   except ValueError as e:
     raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog=PROG,
-      description=__doc__.split('\n\n', 1)[0].split(': ', 1)[1],
-      formatter_class=argparse.RawDescriptionHelpFormatter,
-      epilog=__doc__.split('\n\n', 1)[1],
-  )
-  cli.add_common_flags(parser, 'runs/discovery')
-  parser.add_argument(
-      '--preset',
-      choices=sorted(discovery_config.PRESETS),
-      default=None,
-      help=(
-          'the defaults the config flags change (default: local; with'
-          ' --resume, the saved config)'
-      ),
-  )
-  cli.add_config_flags(
-      parser,
-      discovery_config.DiscoveryConfig,
-      'config (DiscoveryConfig; defaults: the local preset)',
-  )
-  default = discovery_config.DiscoveryConfig().population
-  for action in parser._actions:  # pylint: disable=protected-access
-    if action.dest == 'population':
-      action.type = _population
-      action.metavar = 'SPEC*N,...'
-      shown = ','.join(f'{spec}*{count}' for spec, count in default)
-      action.help = action.help.rsplit(' (default: ', 1)[0] + (
-          f' (default: {shown})'
-      )
-  return parser
 
 
 def write_plot(
@@ -101,64 +67,80 @@ def write_plot(
   return [path]
 
 
-def _body(args: argparse.Namespace) -> int:
-  run_dir = cli.RunDir(args.out_dir.expanduser())
-  if args.resume and args.preset is not None:
-    raise cli.UsageError('--preset starts a new run; --resume keeps its own.')
-  saved = run_dir.read_config() if args.resume else {}
-  base = saved.get('config') or dict(
-      discovery_config.PRESETS[args.preset or discovery_config.LOCAL]
+def _add_flags(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument(
+      '--preset',
+      choices=sorted(discovery_config.PRESETS),
+      default=None,
+      help=(
+          'the defaults the config flags change (default: local; with'
+          ' --resume, the saved config)'
+      ),
   )
-  config = cli.make_config(
-      discovery_config.DiscoveryConfig,
-      base | cli.overrides(args, discovery_config.DiscoveryConfig),
-  )
-  cli.prepare_run(args, run_dir, config)
-  if not args.resume:
-    run_dir.write_config(PROG, config)
 
-  log = logs.CsvLog(run_dir.log)
+
+def _run(run: cli.Run) -> discovery.DiscoveryResult:
   start = 0
-  if args.resume:
-    root = meta_train_runtime.checkpoint_root(run_dir.checkpoints)
-    start = checkpoint.latest_step(root) or 0
-  log.keep(lambda row: row.get('step', 0) <= start)
+  if run.args.resume:
+    start = checkpoint.latest_step(
+        runtime.checkpoint_root(run.run_dir.checkpoints)
+    )
+  with discovery.progress_bar(
+      run.config.num_steps, initial=start or 0, enabled=run.args.progress
+  ) as bar:
+    return discovery.run_discovery(
+        run.config,
+        progress_fn=progress.chain(run.log_step, bar),
+        checkpoint_dir=run.run_dir.checkpoints,
+        resume=run.args.resume,
+        handle_interrupts=True,
+    )
 
-  def _log_row(step: int, step_logs: Mapping[str, float]) -> None:
-    log.append(dict(step=step) | dict(step_logs))
 
-  written = []
-  try:
-    with discovery_runtime.progress_bar(
-        config.num_steps, initial=start, enabled=args.progress
-    ) as bar:
-      result = discovery_runtime.run_discovery(
-          config,
-          progress_fn=progress.chain(_log_row, bar),
-          checkpoint_dir=run_dir.checkpoints,
-          resume=args.resume,
-          handle_interrupts=True,
-      )
-  except KeyboardInterrupt:
-    run_dir.write_config(PROG, config)
-    raise
-  finally:
-    if args.plot and log.rows:
-      written += write_plot(log.rows, run_dir.path)
-  run_dir.write_config(PROG, config)
+def _finish(
+    run: cli.Run, result: discovery.DiscoveryResult, plots: list[pathlib.Path]
+) -> None:
   params = weights.save_update_rule_params(
-      result.update_rule_params, run_dir.path / PARAMS_FILENAME
+      result.update_rule_params, run.run_dir.path / PARAMS_FILENAME
   )
-  written = [params, run_dir.log, run_dir.config] + written
+  written = [params, run.run_dir.log, run.run_dir.config] + plots
   if result.checkpoint_path is not None:
     written.append(result.checkpoint_path)
   cli.report(PROG, written)
-  return 0
+
+
+COMMAND = cli.Command(
+    prog=PROG,
+    doc=__doc__,
+    config_cls=discovery_config.DiscoveryConfig,
+    config_title='config (DiscoveryConfig; defaults: the local preset)',
+    default_out_dir='runs/discovery',
+    add_flags=_add_flags,
+    flag_types=dict(
+        population=(
+            _population,
+            'SPEC*N,...',
+            lambda default: ','.join(f'{s}*{n}' for s, n in default),
+        )
+    ),
+    check_args=lambda args: cli.refuse_with_resume(args, 'preset'),
+    base_config=lambda args, saved: cli.preset_config(
+        args, saved, discovery_config.PRESETS, discovery_config.LOCAL
+    ),
+    resumed_rows=cli.steps_up_to(runtime.checkpoint_root),
+    run=_run,
+    plot=lambda rows, run: write_plot(rows, run.run_dir.path),
+    finish=_finish,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+  return cli.build_parser(COMMAND)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   """Runs the command; returns its exit status."""
-  return cli.main(PROG, build_parser, _body, argv)
+  return cli.run_command(COMMAND, argv)
 
 
 if __name__ == '__main__':

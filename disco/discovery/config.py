@@ -233,18 +233,8 @@ class DiscoveryConfig(configs.ConfigBase):
           member.count >= 1,
           f'population: {member.env} needs at least one member.',
       )
-    check(
-        self.update_rule_params is None
-        or (
-            isinstance(self.update_rule_params, str) and self.update_rule_params
-        ),
-        "update_rule_params must be None, 'random', 'disco103' or the"
-        f' path of an .npz file, got {self.update_rule_params!r}.',
-    )
-    for name in ('agent_dense', 'agent_head_mlp_hiddens', 'value_fn_dense'):
-      object.__setattr__(
-          self, name, configs.positive_ints(name, getattr(self, name))
-      )
+    configs.check_rule_source(self)
+    configs.set_network_sizes(self)
     object.__setattr__(
         self,
         'lifetime_budgets',
@@ -286,42 +276,13 @@ class DiscoveryConfig(configs.ConfigBase):
         f'buffer_capacity ({self.buffer_capacity}) must hold at least one'
         f' rollout ({self.fresh_per_batch} trajectories).',
     )
-    for name in (
-        'meta_learning_rate',
-        'meta_max_grad_norm',
-        'agent_learning_rate',
-        'value_fn_learning_rate',
-        'value_fn_max_abs_update',
-    ):
-      check(
-          getattr(self, name) > 0,
-          f'{name} must be > 0, got {getattr(self, name)!r}.',
-      )
-    for name in (
-        'agent_head_w_init_std',
-        'value_fn_head_w_init_std',
-        'value_fn_outer_value_cost',
-        'value_fn_ema_eps',
-        'policy_entropy_cost',
-        'prediction_entropy_cost',
-        'target_mean_cost',
-        'target_kl_cost',
-    ):
-      check(
-          getattr(self, name) >= 0,
-          f'{name} must be >= 0, got {getattr(self, name)!r}.',
-      )
-    for name in (
-        'value_fn_discount_factor',
-        'value_fn_td_lambda',
-        'value_fn_ema_decay',
-    ):
-      check(
-          0 <= getattr(self, name) <= 1,
-          f'{name} must be in [0, 1], got {getattr(self, name)!r}.',
-      )
-    for name in ('unroll_inner_steps', 'remat'):
-      check(isinstance(getattr(self, name), bool), f'{name} must be a bool.')
+    meta_learning_rate, *positive = configs.META_POSITIVE
+    configs.check_positive(
+        self, (meta_learning_rate, 'meta_max_grad_norm', *positive)
+    )
+    configs.check_non_negative(self, configs.META_NON_NEGATIVE)
+    configs.check_fractions(self, configs.META_FRACTIONS)
+    configs.check_bools(self, ('unroll_inner_steps', 'remat'))
 
   @property
   def members(self) -> tuple[Member, ...]:

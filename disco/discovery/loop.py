@@ -1,12 +1,9 @@
-"""The discovery loop: members spread over devices, checkpoints, resume.
+"""The discovery loop: the program `run_discovery` steps.
 
-`run_discovery` runs `discovery.discovery_step` `pmap`ped over all devices.
-Unlike the colab's meta-training, where every device holds the whole
-population, each device holds its share of every environment's members
-(so an environment's member count must be a multiple of the devices), and
-the members' updates are summed over devices. Checkpoints hold every
-member's state (agent, replay, lifetime, meta-optimiser) and resume
-exactly on the same device layout.
+`Discoverer` holds the `pmap`ped `discovery.discovery_step`: each device
+holds its share of every environment's members (an environment's member
+count must be a multiple of the devices) and the members' updates are
+summed over devices. `disco.runtime` drives it.
 """
 
 from collections.abc import Mapping, Sequence
@@ -22,10 +19,10 @@ from disco import checkpoint as checkpoint_lib
 from disco import devices
 from disco import files
 from disco import progress
+from disco import runtime
 from disco import weights
 from disco.discovery import config as discovery_config
 from disco.discovery import maths as discovery
-from disco.meta_train import loop as meta_train_runtime
 
 DiscoveryConfig = discovery_config.DiscoveryConfig
 HostParams = weights.HostParams
@@ -33,22 +30,10 @@ HostParams = weights.HostParams
 _CHECKPOINT_KIND = 'disco.discovery'
 
 
-@dataclasses.dataclass(frozen=True)
-class DiscoveryResult:
-  """What `run_discovery` returns.
-
-  Attributes:
-    update_rule_params: the final rule (float32 numpy Haiku tree).
-    logs: per meta-step scalars, each [num_steps] (see
-      `discovery.discovery_step`; 'return' is NaN where no episode ended).
-    num_steps: meta-steps done in total (including before a resume).
-    checkpoint_path: the last checkpoint written, or None.
-  """
-
-  update_rule_params: HostParams
-  logs: dict[str, np.ndarray]
-  num_steps: int
-  checkpoint_path: pathlib.Path | None
+# What `run_discovery` returns; its logs are per meta-step scalars, each
+# [num_steps] (see `discovery.discovery_step`; 'return' is NaN where no
+# episode ended).
+DiscoveryResult = runtime.RunResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,8 +164,7 @@ class Discoverer:
   ) -> pathlib.Path:
     arrays = checkpoint_lib.flatten_tree(state.members, 'members')
     arrays['rng'] = np.asarray(state.rng)
-    for key, values in meta_train_runtime.stacked_logs(logs).items():
-      arrays[f'logs/{key}'] = values
+    arrays.update(runtime.log_arrays(logs))
     return checkpoint_lib.save(
         root,
         state.step,
@@ -198,7 +182,7 @@ class Discoverer:
     members = checkpoint_lib.restore_tree(
         self._members_template(params), ckpt.arrays, 'members'
     )
-    rng, logs = meta_train_runtime.restore_rng_and_logs(ckpt)
+    rng, logs = runtime.restore_rng_and_logs(ckpt)
     put = self.layout.put
     state = _LoopState(
         update_rule_params=put(params, replicate=True),
@@ -209,33 +193,30 @@ class Discoverer:
     return state, logs
 
 
-@functools.lru_cache(maxsize=2)
-def _cached(
-    config: DiscoveryConfig, all_devices: tuple[jax.Device, ...]
-) -> Discoverer:
-  del all_devices  # Part of the cache key only.
-  return Discoverer(config)
+# Runs that compute the same thing share a `Discoverer` and its code.
+_DISCOVERERS = runtime.ProgramCache(
+    Discoverer,
+    neutral=dict(
+        num_steps=1,
+        checkpoint_every=0,
+        keep_checkpoints=1,
+        update_rule_params=None,
+    ),
+    maxsize=2,
+)
 
 
 def discoverer_for(config: DiscoveryConfig) -> Discoverer:
   """A `Discoverer` for `config`, shared by runs that compute the same."""
-  key = config.replace(
-      num_steps=1, checkpoint_every=0, keep_checkpoints=1,
-      update_rule_params=None,
-  )  # fmt: skip
-  return _cached(key, tuple(jax.devices()))
+  return _DISCOVERERS(config)
 
 
 def progress_bar(
     total: int, *, initial: int = 0, **kwargs: Any
 ) -> progress.ProgressBar:
-  """A `progress.ProgressBar` of meta-steps showing meta-loss and return."""
-  return progress.ProgressBar(
-      total,
-      initial=initial,
-      unit='meta-step',
-      postfix=('meta_loss', 'return'),
-      **kwargs,
+  """A bar of meta-steps for `run_discovery` (`progress.progress_bar`)."""
+  return progress.progress_bar(
+      progress.DISCOVERY, total, initial=initial, **kwargs
   )
 
 
@@ -257,7 +238,7 @@ def run_discovery(
       `config.update_rule_params` names (None or 'random': a random rule).
       On resume, None resumes the checkpoint as it is.
     progress_fn: called as `progress_fn(step, logs)` after each meta-step.
-    checkpoint_dir: where checkpoints go (`meta_train.checkpoint_root`
+    checkpoint_dir: where checkpoints go (`runtime.checkpoint_root`
       layout: a subdirectory per process with several).
     resume: continue from the newest checkpoint there.
     handle_interrupts: the first Ctrl-C finishes the meta-step, writes a
@@ -273,7 +254,7 @@ def run_discovery(
     checkpoint.CheckpointError: as `meta_train.run_meta_train`.
   """
   trainer = discoverer_for(config)
-  state, logs, last_saved = meta_train_runtime.run_loop(
+  state, logs, last_saved = runtime.run(
       trainer,
       config,
       update_rule_params=update_rule_params,
@@ -282,12 +263,11 @@ def run_discovery(
       progress_fn=progress_fn,
       handle_interrupts=handle_interrupts,
       kind=_CHECKPOINT_KIND,
-      runner='run_discovery',
       execution_fields=discovery_config.EXECUTION_FIELDS,
   )
-  return DiscoveryResult(
+  return runtime.RunResult(
       update_rule_params=trainer.host_params(state),
-      logs=meta_train_runtime.stacked_logs(logs),
+      logs=runtime.stacked_logs(logs),
       num_steps=state.step,
       checkpoint_path=last_saved,
   )

@@ -29,7 +29,7 @@ import numpy as np
 from disco import checkpoint
 from disco import cli
 from disco import eval as eval_lib
-from disco import logs
+from disco import progress
 from disco import weights
 from disco.environments import registry
 
@@ -38,17 +38,7 @@ PARAMS_FILENAME = 'agent_params.npz'
 PLOT_FILENAME = 'returns.png'
 
 
-def build_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog=PROG,
-      description=(
-          'Train agents with an update rule (Disco103 by default) and write'
-          ' their learning curves (CSV, PNG).'
-      ),
-      formatter_class=argparse.RawDescriptionHelpFormatter,
-      epilog=__doc__.split('\n\n', 1)[1],
-  )
-  cli.add_common_flags(parser, 'runs/eval')
+def _add_flags(parser: argparse.ArgumentParser) -> None:
   group = parser.add_argument_group('rules and seeds')
   group.add_argument(
       '--compare',
@@ -71,21 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
           ' with --fast (default: 1)'
       ),
   )
-  cli.add_config_flags(
-      parser, eval_lib.EvalConfig, 'config (EvalConfig; defaults: the colab)'
-  )
-  cli.add_deprecated_flag(
-      parser, 'steps', 'num_steps', '--num-steps', type=cli.parse_int
-  )
-  cli.add_deprecated_flag(
-      parser, 'weights', 'update_rule_params', '--update-rule-params'
-  )
-  return parser
 
 
 def _rules_and_seeds(
     args: argparse.Namespace, saved: Mapping[str, Any], config: Any
-) -> tuple[list[str], list[int]]:
+) -> dict[str, list[Any]]:
   if args.compare and args.rule is not None:
     raise cli.UsageError('give either --rule or --compare, not both')
   rules = args.compare or (
@@ -102,7 +82,7 @@ def _rules_and_seeds(
     seeds = list(range(config.seed, config.seed + args.num_seeds))
   else:
     seeds = list(saved.get('seeds', [config.seed]))
-  return rules, seeds
+  return dict(rules=rules, seeds=seeds)
 
 
 def _rule_config(config: Any, rule: str) -> Any:
@@ -122,8 +102,8 @@ def _checkpointed_step(root: pathlib.Path, config: Any, seed: int) -> int:
 
 
 def _plot(
-    rows: Sequence[Mapping[str, Any]], path: pathlib.Path, env: str
-) -> pathlib.Path:
+    rows: Sequence[Mapping[str, Any]], run: cli.Run
+) -> list[pathlib.Path]:
   """Average return against env steps: per rule, the mean over seeds."""
   # pylint: disable-next=g-import-not-at-top
   from disco import plotting
@@ -141,8 +121,9 @@ def _plot(
       )
       for (rule, seed), run in runs.items()
   ]
-  plotting.plot_curves(curves, path, title=f'{env}: average return')
-  return path
+  path = run.run_dir.path / PLOT_FILENAME
+  plotting.plot_curves(curves, path, title=f'{run.config.env}: average return')
+  return [path]
 
 
 def _summary(history: eval_lib.EvalHistory, env: str) -> str:
@@ -164,85 +145,102 @@ def _summary(history: eval_lib.EvalHistory, env: str) -> str:
   return summary
 
 
-def _body(args: argparse.Namespace) -> int:
-  start_time = time.perf_counter()
-  run_dir, saved, config = cli.load_config(args, eval_lib.EvalConfig)
-  rules, seeds = _rules_and_seeds(args, saved, config)
-  cli.prepare_run(args, run_dir, config)
-  if not args.resume:
-    run_dir.write_config(PROG, config, rules=rules, seeds=seeds)
-
-  log = logs.CsvLog(run_dir.log)
+def _resumed_rows(run: cli.Run) -> Any:
+  """Rows up to each rule and seed's checkpoint."""
   done = {}
-  if args.resume:
-    for rule in rules:
-      for seed in seeds:
+  if run.args.resume:
+    for rule in run.extras['rules']:
+      for seed in run.extras['seeds']:
         done[rule, seed] = _checkpointed_step(
-            run_dir.checkpoints / rule, _rule_config(config, rule), seed
+            run.run_dir.checkpoints / rule, _rule_config(run.config, rule), seed
         )
-  # Rows after a run's checkpoint are computed again.
-  log.keep(
-      lambda row: row.get('iteration', 0)
-      <= done.get((row.get('rule'), row.get('seed')), 0)
+  return lambda row: row.get('iteration', 0) <= done.get(
+      (row.get('rule'), row.get('seed')), 0
   )
 
-  histories = []
-  try:
-    for rule in rules:
-      rule_config = _rule_config(config, rule)
 
-      def _log_row(
-          seed: int,
-          iteration: int,
-          metrics: Mapping[str, float],
-          rule: str = rule,
-      ) -> None:
-        log.append(dict(rule=rule, seed=seed, iteration=iteration) | metrics)
+def _run(run: cli.Run) -> list[eval_lib.EvalHistory]:
+  config, seeds, histories = run.config, run.extras['seeds'], []
+  for rule in run.extras['rules']:
 
-      # The faithful loop runs the seeds one after the other.
-      total = config.num_steps * (1 if config.fast else len(seeds))
-      with eval_lib.progress_bar(
-          total, f'{rule} ({len(seeds)} seed(s))', enabled=args.progress
-      ) as bar:
-        histories += eval_lib.run_eval_seeds(
-            rule_config,
-            seeds,
-            progress_fn=bar,
-            log_fn=_log_row,
-            checkpoint_dir=run_dir.checkpoints / rule,
-            resume=args.resume,
-            handle_interrupts=True,
-        )
-  except KeyboardInterrupt:
-    run_dir.write_config(
-        PROG, config, rules=rules, seeds=seeds
-    )  # E.g. a longer num_steps.
-    raise
-  finally:
-    written = []
-    if args.plot and log.rows:
-      written.append(_plot(log.rows, run_dir.path / PLOT_FILENAME, config.env))
+    def _log_row(
+        seed: int,
+        iteration: int,
+        metrics: Mapping[str, float],
+        rule: str = rule,
+    ) -> None:
+      run.log.append(dict(rule=rule, seed=seed, iteration=iteration) | metrics)
 
-  run_dir.write_config(PROG, config, rules=rules, seeds=seeds)
+    # The faithful loop runs the seeds one after the other.
+    total = config.num_steps * (1 if config.fast else len(seeds))
+    with progress.progress_bar(
+        progress.EVAL,
+        total,
+        f'{rule} ({len(seeds)} seed(s))',
+        enabled=run.args.progress,
+    ) as bar:
+      histories += eval_lib.run_eval_seeds(
+          _rule_config(config, rule),
+          seeds,
+          progress_fn=bar,
+          log_fn=_log_row,
+          checkpoint_dir=run.run_dir.checkpoints / rule,
+          resume=run.args.resume,
+          handle_interrupts=True,
+      )
+  return histories
+
+
+def _finish(
+    run: cli.Run,
+    histories: list[eval_lib.EvalHistory],
+    plots: list[pathlib.Path],
+) -> None:
   params = weights.save_update_rule_params(
       {
           f'{h.rule}/seed_{h.seed}/{module}': leaves
           for h in histories
           for module, leaves in h.params.items()
       },
-      run_dir.path / PARAMS_FILENAME,
+      run.run_dir.path / PARAMS_FILENAME,
   )
-  cli.report(PROG, [params, run_dir.log, run_dir.config] + written)
-  if args.progress:
+  cli.report(PROG, [params, run.run_dir.log, run.run_dir.config] + plots)
+  if run.args.progress:
     for history in histories:
-      print(_summary(history, config.env))
-    print(f'Total time: {time.perf_counter() - start_time:.0f} s')
-  return 0
+      print(_summary(history, run.config.env))
+    print(f'Total time: {time.perf_counter() - run.start_time:.0f} s')
+
+
+COMMAND = cli.Command(
+    prog=PROG,
+    doc=__doc__,
+    description=(
+        'Train agents with an update rule (Disco103 by default) and write'
+        ' their learning curves (CSV, PNG).'
+    ),
+    config_cls=eval_lib.EvalConfig,
+    config_title='config (EvalConfig; defaults: the colab)',
+    default_out_dir='runs/eval',
+    add_flags=_add_flags,
+    deprecated=(
+        ('steps', 'num_steps', cli.parse_int),
+        ('weights', 'update_rule_params', None),
+    ),
+    extras=_rules_and_seeds,
+    resumed_rows=_resumed_rows,
+    run=_run,
+    plot=_plot,
+    finish=_finish,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+  return cli.build_parser(COMMAND)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   """Runs the command; returns its exit status."""
-  return cli.main(PROG, build_parser, _body, argv)
+  return cli.run_command(COMMAND, argv)
 
 
 if __name__ == '__main__':

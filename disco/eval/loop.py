@@ -1,14 +1,8 @@
 """The reference's evaluation loop, iteration by iteration.
 
-`pmap` over up to `num_envs` devices with axis 'i', the reference's random
-key splits, and a host-side replay buffer sampled with numpy, so that with
-the default config it reproduces the reference's curve. Unlike the
-reference it logs scalars only and stores only the behaviour logits in the
-buffer (the only part the update rules read), and it can checkpoint and
-resume exactly: the checkpoint holds the learner, actor, value and
-environment states, the timestep, the accumulated rewards, the loop's key,
-the replay buffer (storage, positions and its numpy generator's state) and
-the curve so far.
+`pmap` over up to `num_envs` devices, the reference's key splits and a
+host-side numpy replay buffer, so that the default config reproduces the
+reference's curve; checkpoints (through `disco.runtime`) resume exactly.
 """
 
 from collections.abc import Callable
@@ -28,6 +22,7 @@ from disco import devices as devices_lib
 from disco import learner
 from disco import replay
 from disco import run_checkpoints
+from disco import runtime
 from disco import types
 from disco.eval import history as eval_history
 
@@ -309,11 +304,10 @@ def run_faithful(
   def _arrays() -> dict[str, np.ndarray]:
     return _state_arrays(state) | recorder.to_arrays('history')
 
+  stop_if_interrupted = runtime.stopper(interrupted)
   while state.step < setup.config.num_steps:
     _iteration(setup, fns, state, update_rule_params, recorder)
-    if interrupted():
-      checkpoints.save(state.step, _arrays)
-      raise KeyboardInterrupt
+    stop_if_interrupted(lambda: checkpoints.save(state.step, _arrays))
     checkpoints.save(state.step, _arrays, due_since=state.step - 1)
   checkpoints.save(state.step, _arrays)
   learner_state: agent_lib.LearnerState = state.devices['learner_state']

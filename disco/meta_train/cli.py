@@ -39,25 +39,6 @@ PLOTS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog=PROG,
-      description=__doc__.split('\n\n', 1)[0].split(': ', 1)[1],
-      formatter_class=argparse.RawDescriptionHelpFormatter,
-      epilog=__doc__.split('\n\n', 1)[1],
-  )
-  cli.add_common_flags(parser, 'runs/meta_train')
-  cli.add_config_flags(
-      parser,
-      meta_train.MetaTrainConfig,
-      'config (MetaTrainConfig; defaults: the reference notebook)',
-  )
-  cli.add_deprecated_flag(
-      parser, 'init', 'update_rule_params', '--update-rule-params'
-  )
-  return parser
-
-
 def write_plots(
     rows: Sequence[Mapping[str, Any]], out_dir: pathlib.Path
 ) -> list[pathlib.Path]:
@@ -79,48 +60,31 @@ def write_plots(
   return written
 
 
-def _body(args: argparse.Namespace) -> int:
-  run_dir, saved, config = cli.load_config(args, meta_train.MetaTrainConfig)
-  cli.prepare_run(args, run_dir, config)
-  if not args.resume:
-    run_dir.write_config(PROG, config)
-
-  log = logs.CsvLog(run_dir.log)
+def _run(run: cli.Run) -> meta_train.MetaTrainResult:
   start = 0
-  if args.resume:
-    # Where `run_meta_train` writes them (a subdirectory per process).
-    root = meta_train.checkpoint_root(run_dir.checkpoints)
-    start = checkpoint.latest_step(root) or 0
-  # Rows after the checkpoint are computed again.
-  log.keep(lambda row: row.get('step', 0) <= start)
+  if run.args.resume:
+    start = checkpoint.latest_step(
+        meta_train.checkpoint_root(run.run_dir.checkpoints)
+    )
+  with meta_train.progress_bar(
+      run.config.num_steps, initial=start or 0, enabled=run.args.progress
+  ) as bar:
+    return meta_train.run_meta_train(
+        run.config,
+        progress_fn=progress.chain(run.log_step, bar),
+        checkpoint_dir=run.run_dir.checkpoints,
+        resume=run.args.resume,
+        handle_interrupts=True,
+    )
 
-  def _log_row(step: int, step_logs: Mapping[str, float]) -> None:
-    log.append(dict(step=step) | dict(step_logs))
 
-  written = []
-  try:
-    with meta_train.progress_bar(
-        config.num_steps, initial=start, enabled=args.progress
-    ) as bar:
-      result = meta_train.run_meta_train(
-          config,
-          progress_fn=progress.chain(_log_row, bar),
-          checkpoint_dir=run_dir.checkpoints,
-          resume=args.resume,
-          handle_interrupts=True,
-      )
-  except KeyboardInterrupt:
-    run_dir.write_config(PROG, config)  # E.g. a longer num_steps.
-    raise
-  finally:
-    if args.plot and log.rows:
-      written += write_plots(log.rows, run_dir.path)
-  run_dir.write_config(PROG, config)
-
+def _finish(
+    run: cli.Run, result: meta_train.MetaTrainResult, plots: list[pathlib.Path]
+) -> None:
   params = weights.save_update_rule_params(
-      result.update_rule_params, run_dir.path / PARAMS_FILENAME
+      result.update_rule_params, run.run_dir.path / PARAMS_FILENAME
   )
-  written = [params, run_dir.log, run_dir.config] + written
+  written = [params, run.run_dir.log, run.run_dir.config] + plots
   if result.checkpoint_path is not None:
     written.append(result.checkpoint_path)
   fraction = result.logs.get('pos_reward_fraction')
@@ -131,12 +95,30 @@ def _body(args: argparse.Namespace) -> int:
         f' {result.num_steps}.'
     )
   cli.report(PROG, written)
-  return 0
+
+
+COMMAND = cli.Command(
+    prog=PROG,
+    doc=__doc__,
+    config_cls=meta_train.MetaTrainConfig,
+    config_title='config (MetaTrainConfig; defaults: the reference notebook)',
+    default_out_dir='runs/meta_train',
+    deprecated=(('init', 'update_rule_params', None),),
+    # Where `run_meta_train` writes them (a subdirectory per process).
+    resumed_rows=cli.steps_up_to(meta_train.checkpoint_root),
+    run=_run,
+    plot=lambda rows, run: write_plots(rows, run.run_dir.path),
+    finish=_finish,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+  return cli.build_parser(COMMAND)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   """Runs the command; returns its exit status."""
-  return cli.main(PROG, build_parser, _body, argv)
+  return cli.run_command(COMMAND, argv)
 
 
 if __name__ == '__main__':

@@ -148,18 +148,8 @@ class MetaTrainConfig(configs.ConfigBase):
 
   def __post_init__(self) -> None:
     check = configs.check
-    check(
-        self.update_rule_params is None
-        or (
-            isinstance(self.update_rule_params, str) and self.update_rule_params
-        ),
-        "update_rule_params must be None, 'random', 'disco103' or the"
-        f' path of an .npz file, got {self.update_rule_params!r}.',
-    )
-    for name in ('agent_dense', 'agent_head_mlp_hiddens', 'value_fn_dense'):
-      object.__setattr__(
-          self, name, configs.positive_ints(name, getattr(self, name))
-      )
+    configs.check_rule_source(self)
+    configs.set_network_sizes(self)
     for name in (
         'num_steps',
         'num_agents',
@@ -181,44 +171,11 @@ class MetaTrainConfig(configs.ConfigBase):
         'env must be a jittable environment (catch, gymnax:<id>,'
         f' craftax:<id> or xminigrid:<id>), got {self.env!r}.',
     )
-    object.__setattr__(
-        self, 'env_settings', configs.sorted_settings(self.env_settings)
-    )
-    for name in (
-        'meta_learning_rate',
-        'agent_learning_rate',
-        'value_fn_learning_rate',
-        'value_fn_max_abs_update',
-    ):
-      check(
-          getattr(self, name) > 0,
-          f'{name} must be > 0, got {getattr(self, name)!r}.',
-      )
-    for name in (
-        'agent_head_w_init_std',
-        'value_fn_head_w_init_std',
-        'value_fn_outer_value_cost',
-        'value_fn_ema_eps',
-        'policy_entropy_cost',
-        'prediction_entropy_cost',
-        'target_mean_cost',
-        'target_kl_cost',
-    ):
-      check(
-          getattr(self, name) >= 0,
-          f'{name} must be >= 0, got {getattr(self, name)!r}.',
-      )
-    for name in (
-        'value_fn_discount_factor',
-        'value_fn_td_lambda',
-        'value_fn_ema_decay',
-    ):
-      check(
-          0 <= getattr(self, name) <= 1,
-          f'{name} must be in [0, 1], got {getattr(self, name)!r}.',
-      )
-    for name in ('vmap_agents', 'unroll_inner_steps', 'remat'):
-      check(isinstance(getattr(self, name), bool), f'{name} must be a bool.')
+    configs.set_sorted_settings(self)
+    configs.check_positive(self, configs.META_POSITIVE)
+    configs.check_non_negative(self, configs.META_NON_NEGATIVE)
+    configs.check_fractions(self, configs.META_FRACTIONS)
+    configs.check_bools(self, ('vmap_agents', 'unroll_inner_steps', 'remat'))
 
   def agent_settings(self) -> config_dict.ConfigDict:
     """Settings of the population's agents (`agent.Agent`)."""

@@ -32,14 +32,7 @@ from disco import weights
 PROG = 'disco-train'
 
 
-def build_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog=PROG,
-      description=__doc__.split('\n\n', 1)[0].split(': ', 1)[1],
-      formatter_class=argparse.RawDescriptionHelpFormatter,
-      epilog=__doc__.split('\n\n', 1)[1],
-  )
-  cli.add_common_flags(parser, 'runs/train')
+def _add_flags(parser: argparse.ArgumentParser) -> None:
   group = parser.add_argument_group('training')
   group.add_argument(
       '--preset',
@@ -67,10 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
       metavar='N',
       help='agents trained together, seeds seed .. seed + N - 1 (default: 1)',
   )
-  cli.add_config_flags(
-      parser, train.TrainConfig, 'config (TrainConfig; defaults: --preset)'
-  )
-  return parser
 
 
 def write_plot(
@@ -99,75 +88,57 @@ def write_plot(
   return path
 
 
-def _body(args: argparse.Namespace) -> int:
+def _check_args(args: argparse.Namespace) -> None:
   if args.num_seeds < 1:
     raise cli.UsageError(f'--num-seeds must be >= 1, got {args.num_seeds}.')
-  run_dir = cli.RunDir(args.out_dir.expanduser())
-  saved = run_dir.read_config() if args.resume else {}
-  if args.resume and args.preset is not None:
-    raise cli.UsageError('--preset starts a new run; --resume keeps its own.')
-  if args.resume and args.agent is not None:
-    raise cli.UsageError('--agent starts a new run; --resume keeps its own.')
-  base = saved.get('config') or dict(train.PRESETS[args.preset or 'colab'])
+
+
+def _base_config(
+    args: argparse.Namespace, saved: Mapping[str, Any]
+) -> dict[str, Any]:
+  cli.refuse_with_resume(args, 'preset', 'agent')
+  base = cli.preset_config(args, saved, train.PRESETS, 'colab')
   if args.agent is not None:
     base |= train.agent_fields(args.agent)
-  config = cli.make_config(
-      train.TrainConfig, base | cli.overrides(args, train.TrainConfig)
-  )
-  num_seeds = int(saved.get('num_seeds', args.num_seeds))
-  cli.prepare_run(args, run_dir, config)
-  if not args.resume:
-    run_dir.write_config(PROG, config, num_seeds=num_seeds)
+  return base
 
-  log = logs.CsvLog(run_dir.log)
-  start = 0
-  if args.resume:
-    start = checkpoint.latest_step(run_dir.checkpoints) or 0
-  # Rows after the checkpoint are computed again.
-  log.keep(lambda row: row.get('step', 0) <= start)
+
+def _run(run: cli.Run) -> Any:
+  config, args = run.config, run.args
 
   def _log_row(seed: int, row: Mapping[str, float]) -> None:
-    log.append(dict(row) | dict(seed=seed))
+    run.log.append(dict(row) | dict(seed=seed))
 
-  written = []
-  try:
-    with progress.ProgressBar(
-        config.num_steps,
-        f'{config.rule} on {config.env}',
-        initial=start,
-        postfix=('train_return', 'eval_return'),
-        enabled=args.progress,
-    ) as bar:
-      result = train.run_train(
-          config,
-          num_seeds=num_seeds,
-          progress_fn=bar,
-          log_fn=_log_row,
-          checkpoint_dir=run_dir.checkpoints,
-          resume=args.resume,
-          handle_interrupts=True,
-      )
-  except KeyboardInterrupt:
-    run_dir.write_config(PROG, config, num_seeds=num_seeds)
-    raise
-  finally:
-    if args.plot and log.rows:
-      written.append(
-          write_plot(
-              log.rows,
-              run_dir.path / 'returns.png',
-              f'{config.rule} on {config.env}',
-          )
-      )
-  run_dir.write_config(PROG, config, num_seeds=num_seeds)
+  start = 0
+  if args.resume:
+    start = checkpoint.latest_step(run.run_dir.checkpoints) or 0
+  with progress.progress_bar(
+      progress.TRAIN,
+      config.num_steps,
+      f'{config.rule} on {config.env}',
+      initial=start,
+      enabled=args.progress,
+  ) as bar:
+    return train.run_train(
+        config,
+        num_seeds=run.extras['num_seeds'],
+        progress_fn=bar,
+        log_fn=_log_row,
+        checkpoint_dir=run.run_dir.checkpoints,
+        resume=args.resume,
+        handle_interrupts=True,
+    )
 
+
+def _finish(run: cli.Run, result: Any, plots: list[pathlib.Path]) -> None:
+  written = list(plots)
   for seed, params in zip(result.seeds, result.params, strict=True):
     written.append(
         weights.save_update_rule_params(
-            params, run_dir.path / f'agent_params_seed{seed}.npz'
+            params, run.run_dir.path / f'agent_params_seed{seed}.npz'
         )
     )
-  written = [run_dir.log, run_dir.config] + written
+  written = [run.run_dir.log, run.run_dir.config] + written
   for seed in result.seeds:
     _, evaluated = result.curve(seed, 'eval_return')
     _, trained = result.curve(seed, 'train_return')
@@ -176,12 +147,40 @@ def _body(args: argparse.Namespace) -> int:
       kind = 'evaluation' if len(evaluated) else 'training'
       print(f'{PROG}: seed {seed}: final {kind} return {final[-1]:.3f}')
   cli.report(PROG, written)
-  return 0
+
+
+COMMAND = cli.Command(
+    prog=PROG,
+    doc=__doc__,
+    config_cls=train.TrainConfig,
+    config_title='config (TrainConfig; defaults: --preset)',
+    default_out_dir='runs/train',
+    add_flags=_add_flags,
+    check_args=_check_args,
+    base_config=_base_config,
+    extras=lambda args, saved, config: dict(
+        num_seeds=int(saved.get('num_seeds', args.num_seeds))
+    ),
+    resumed_rows=cli.steps_up_to(lambda root: root),
+    run=_run,
+    plot=lambda rows, run: [
+        write_plot(
+            rows,
+            run.run_dir.path / 'returns.png',
+            f'{run.config.rule} on {run.config.env}',
+        )
+    ],
+    finish=_finish,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+  return cli.build_parser(COMMAND)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   """Runs the command; returns its exit status."""
-  return cli.main(PROG, build_parser, _body, argv)
+  return cli.run_command(COMMAND, argv)
 
 
 if __name__ == '__main__':

@@ -231,18 +231,9 @@ class TrainConfig(configs.ConfigBase):
         self.max_devices is None or self.max_devices >= 1,
         f'max_devices must be >= 1, got {self.max_devices}.',
     )
-    for name in ('agent_learning_rate', 'value_fn_learning_rate'):
-      check(
-          getattr(self, name) > 0,
-          f'{name} must be > 0, got {getattr(self, name)}.',
-      )
-    object.__setattr__(
-        self, 'env_settings', configs.sorted_settings(self.env_settings)
-    )
-    for name in ('agent_dense', 'agent_head_mlp_hiddens', 'value_fn_dense'):
-      object.__setattr__(
-          self, name, configs.positive_ints(name, getattr(self, name))
-      )
+    configs.check_positive(self, configs.LEARNING_RATES)
+    configs.set_sorted_settings(self)
+    configs.set_network_sizes(self)
 
   @property
   def replay_per_batch(self) -> int:

@@ -1,61 +1,16 @@
-"""What `disco-eval` and `disco-meta-train` share: flags, outputs, errors.
-
-* Flags are generated from the config dataclass (`EvalConfig`,
-  `MetaTrainConfig`): every field is `--field-name VALUE` (underscores
-  accepted too: `--field_name`), parsed from its type hint (ints, floats,
-  `true`/`false`, comma-separated sizes `512,512`, settings
-  `rows=5,columns=5`); the help text is the field's docstring entry. The
-  deprecated spellings of earlier releases are accepted with a warning.
-* The common flags: `--out-dir`, `--resume`, `--progress/--no-progress`,
-  `--plot/--no-plot`, `--compilation-cache` and `--debug`.
-* The outputs, in `--out-dir`: `config.json` (what `--resume` reads back),
-  `log.csv` (one row per step, streamed as the run goes), `checkpoints/`,
-  the final parameters (`*.npz`) and PNG plots (smoothed over the raw).
-* One error policy: a bad flag or config value is a usage error (exit 2);
-  a named error of the run (missing weights, a corrupt or mismatched
-  checkpoint, a missing optional package) is one line (exit 1; `--debug`
-  adds the traceback); Ctrl-C finishes the step, checkpoints, writes the
-  partial curve and exits 130 with the command that resumes; any other
-  exception is a bug and keeps its traceback.
-"""
+"""Command-line flags generated from a config dataclass, and their parsers."""
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping, Sequence
-import dataclasses
-import json
+from collections.abc import Callable, Mapping, Sequence
 import pathlib
 import sys
-import traceback
 import typing
 from typing import Any
 import warnings
 
-from disco import checkpoint
 from disco import configs
-from disco import files
-from disco import weights
-from disco.environments import registry
 
 CONFIG_FILENAME = 'config.json'
-LOG_FILENAME = 'log.csv'
-CHECKPOINTS_DIRNAME = 'checkpoints'
-
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-
-# Errors that mean "the input is wrong", not "the code is wrong": reported
-# in one line. ImportError: a missing optional package (matplotlib, gymnax).
-NAMED_ERRORS = (
-    configs.ConfigError,
-    weights.WeightsError,
-    weights.WeightsNotFoundError,
-    weights.DownloadError,
-    checkpoint.CheckpointError,
-    files.TreeMismatchError,
-    registry.UnknownEnvironmentError,
-    ImportError,
-)
 
 # Config fields without a flag: their output goes nowhere a command writes.
 HIDDEN_FIELDS = frozenset({'record_rollouts'})
@@ -73,10 +28,6 @@ COMMON_FLAGS = (
 
 _TRUE = frozenset({'1', 'true', 'yes', 'on'})
 _FALSE = frozenset({'0', 'false', 'no', 'off'})
-
-
-class UsageError(Exception):
-  """A problem with the command line (exit 2, with the usage line)."""
 
 
 # ----------------------------------------------------------------------------
@@ -240,18 +191,30 @@ def add_deprecated_flag(
   )
 
 
+# A config flag's own parser: (parse, metavar, how its default is shown).
+FlagType = tuple[Callable[[str], Any], str, Callable[[Any], str]]
+
+
 def add_config_flags(
     parser: argparse.ArgumentParser,
     config_cls: type[configs.ConfigBase],
     title: str,
+    flag_types: Mapping[str, FlagType] | None = None,
 ) -> None:
-  """One flag per field of `config_cls` (default None: 'not given')."""
+  """One flag per field of `config_cls` (default None: 'not given').
+
+  `flag_types` replaces the parser that a field's type hint gives.
+  """
+  flag_types = flag_types or {}
   group = parser.add_argument_group(title)
   hints = typing.get_type_hints(config_cls)
   for name, default, doc in configs.describe_fields(config_cls):
     if name in HIDDEN_FIELDS:
       continue
     parse, metavar = _parser_for(hints[name])
+    show = _show
+    if name in flag_types:
+      parse, metavar, show = flag_types[name]
     names = [flag(name)] + (['--' + name] if '_' in name else [])
     kwargs: dict[str, Any] = dict(type=parse, metavar=metavar)
     if hints[name] is bool:
@@ -261,7 +224,7 @@ def add_config_flags(
         *names,
         dest=name,
         default=None,
-        help=f'{doc} (default: {_show(default)})'.replace('%', '%%'),
+        help=f'{doc} (default: {show(default)})'.replace('%', '%%'),
         **kwargs,
     )
   for old, new in config_cls.RENAMED.items():
@@ -332,177 +295,6 @@ def add_common_flags(
     )
 
 
-def overrides(
-    args: argparse.Namespace, config_cls: type[configs.ConfigBase]
-) -> dict[str, Any]:
-  """The config fields given on the command line."""
-  return {
-      name: getattr(args, name)
-      for name in config_cls.field_names()
-      if getattr(args, name, None) is not None
-  }
-
-
-def make_config(
-    config_cls: type[configs.ConfigBase], values: Mapping[str, Any]
-) -> Any:
-  """`config_cls.from_dict(values)`; an invalid value is a `UsageError`."""
-  try:
-    return config_cls.from_dict(values)
-  except (configs.ConfigError, TypeError) as e:
-    raise UsageError(f'invalid config: {e}') from None
-
-
-def check_environment(
-    name: str, settings: Mapping[str, Any] | Iterable[tuple[str, Any]]
-) -> None:
-  """Builds the environment once, so that bad settings are usage errors."""
-  try:
-    registry.make_environment(name, batch_size=1, settings=dict(settings))
-  except ValueError as e:
-    raise UsageError(f'--env {name}: {e}') from None
-
-
-def use_compilation_cache(path: pathlib.Path | None) -> None:
-  if path is not None:
-    import jax  # pylint: disable=g-import-not-at-top
-
-    jax.config.update('jax_compilation_cache_dir', str(path.expanduser()))
-
-
-# ----------------------------------------------------------------------------
-# The output directory.
-
-
-@dataclasses.dataclass(frozen=True)
-class RunDir:
-  """The files of a run in its output directory."""
-
-  path: pathlib.Path
-
-  @property
-  def config(self) -> pathlib.Path:
-    return self.path / CONFIG_FILENAME
-
-  @property
-  def log(self) -> pathlib.Path:
-    return self.path / LOG_FILENAME
-
-  @property
-  def checkpoints(self) -> pathlib.Path:
-    return self.path / CHECKPOINTS_DIRNAME
-
-  def create(self) -> None:
-    if self.path.exists() and not self.path.is_dir():
-      raise UsageError(f'--out-dir exists and is not a directory: {self.path}')
-    try:
-      self.path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-      raise UsageError(f'cannot create --out-dir {self.path}: {e}') from None
-
-  def write_config(self, prog: str, config: Any, **extra: Any) -> None:
-    """`config.json`: {'command', 'config', **extra}, atomically."""
-    files.write_json_atomic(
-        self.config, dict(command=prog, config=config.to_dict(), **extra)
-    )
-
-  def read_config(self) -> dict[str, Any]:
-    """The saved `config.json` (for `--resume`)."""
-    try:
-      saved = json.loads(self.config.read_text())
-    except FileNotFoundError:
-      raise UsageError(
-          f'--resume: {self.config} does not exist; is {self.path} the'
-          ' output directory of an earlier run?'
-      ) from None
-    except ValueError as e:
-      raise UsageError(f'--resume: cannot read {self.config}: {e}') from None
-    if 'config' not in saved:  # Written by version 0.1: the config alone.
-      saved = dict(config=saved)
-    return saved
-
-
-# ----------------------------------------------------------------------------
-# Running.
-
-
-def load_config(
-    args: argparse.Namespace, config_cls: type[configs.ConfigBase]
-) -> tuple[RunDir, dict[str, Any], Any]:
-  """The run's directory, its saved `config.json` (with `--resume`) and config.
-
-  The config is the saved one (if resuming) updated by the flags given.
-  """
-  run_dir = RunDir(args.out_dir.expanduser())
-  saved = run_dir.read_config() if args.resume else {}
-  config = make_config(
-      config_cls, saved.get('config', {}) | overrides(args, config_cls)
-  )
-  return run_dir, saved, config
-
-
-def prepare_run(args: argparse.Namespace, run_dir: RunDir, config: Any) -> None:
-  """Checks what can be checked before a run starts, then makes `--out-dir`.
-
-  The environment and its settings (each of a population's), matplotlib (unless `--no-plot`), and
-  that a new run does not overwrite another's checkpoints.
-  """
-  if hasattr(config, 'members'):  # A population (`DiscoveryConfig`).
-    for member in config.members:
-      check_environment(member.env, member.settings)
-  else:
-    check_environment(config.env, config.env_settings)
-  if args.plot:
-    # pylint: disable-next=g-import-not-at-top
-    from disco import plotting
-
-    plotting.require_matplotlib()
-  if (
-      not args.resume
-      and run_dir.checkpoints.is_dir()
-      and any(run_dir.checkpoints.iterdir())
-  ):
-    raise UsageError(
-        f'{run_dir.checkpoints} already holds checkpoints; pass --resume to'
-        ' continue that run, or choose another --out-dir.'
-    )
-  use_compilation_cache(args.compilation_cache)
-  run_dir.create()
-
-
-def main(
-    prog: str,
-    build_parser: Callable[[], argparse.ArgumentParser],
-    body: Callable[[argparse.Namespace], int],
-    argv: Sequence[str] | None,
-) -> int:
-  """Parses `argv` and runs `body(args)`; returns the exit status.
-
-  Errors are handled by the policy of the module docstring.
-  """
-  parser = build_parser()
-  args = parser.parse_args(argv)
-  try:
-    return body(args)
-  except UsageError as e:
-    parser.print_usage(sys.stderr)
-    print(f'{prog}: error: {e}', file=sys.stderr)
-    return EXIT_USAGE
-  except NAMED_ERRORS as e:
-    if args.debug:
-      traceback.print_exc()
-    print(f'{prog}: error: {e}', file=sys.stderr)
-    return EXIT_ERROR
-  except KeyboardInterrupt:
-    print(
-        f'\n{prog}: interrupted; checkpoint and partial log in'
-        f' {args.out_dir}. Continue with: {prog} --out-dir {args.out_dir}'
-        ' --resume',
-        file=sys.stderr,
-    )
-    return EXIT_INTERRUPTED
-
-
 def flags_table(parser: argparse.ArgumentParser) -> str:
   """The command's flags as a Markdown table (the README shows it)."""
   lines = ['| flag | meaning |', '| --- | --- |']
@@ -522,9 +314,3 @@ def flags_table(parser: argparse.ArgumentParser) -> str:
     shown = ', '.join(f'`{n}{" " + metavar if metavar else ""}`' for n in names)
     lines.append(f'| {shown} | {text} |')
   return '\n'.join(lines)
-
-
-def report(prog: str, written: Sequence[pathlib.Path]) -> None:
-  print(f'{prog}: wrote')
-  for path in written:
-    print(f'  {path}')

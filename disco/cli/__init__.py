@@ -1,0 +1,400 @@
+"""The command lines' shared skeleton: flags, outputs, errors, Ctrl-C, resume.
+
+Each command (`disco-eval`, `disco-train`, `disco-meta-train`,
+`disco-discover`) declares a `Command`; `run_command` parses its flags
+(generated from its config dataclass), loads or resumes its run directory
+and runs it under one error policy (usage error: exit 2; named error of
+the run: one line, exit 1; Ctrl-C: checkpoint, exit 130).
+"""
+
+# pylint: disable=g-importing-member,useless-import-alias
+import argparse
+from collections.abc import Callable, Iterable, Mapping, Sequence
+import dataclasses
+import functools
+import json
+import pathlib
+import sys
+import time
+import traceback
+from typing import Any
+
+from disco import checkpoint
+from disco import configs
+from disco import files
+from disco import logs
+from disco import weights
+from disco.cli import flags as flags_lib
+from disco.cli.flags import COMMON_FLAGS as COMMON_FLAGS
+from disco.cli.flags import HIDDEN_FIELDS as HIDDEN_FIELDS
+from disco.cli.flags import FlagType as FlagType
+from disco.cli.flags import add_common_flags as add_common_flags
+from disco.cli.flags import add_config_flags as add_config_flags
+from disco.cli.flags import add_deprecated_flag as add_deprecated_flag
+from disco.cli.flags import flag as flag
+from disco.cli.flags import flags_table as flags_table
+from disco.cli.flags import parse_bool as parse_bool
+from disco.cli.flags import parse_int as parse_int
+from disco.cli.flags import parse_ints as parse_ints
+from disco.cli.flags import parse_settings as parse_settings
+from disco.environments import registry
+
+CONFIG_FILENAME = flags_lib.CONFIG_FILENAME
+LOG_FILENAME = 'log.csv'
+CHECKPOINTS_DIRNAME = 'checkpoints'
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# Errors that mean "the input is wrong", not "the code is wrong": reported
+# in one line. ImportError: a missing optional package (matplotlib, gymnax).
+NAMED_ERRORS = (
+    configs.ConfigError,
+    weights.WeightsError,
+    weights.WeightsNotFoundError,
+    weights.DownloadError,
+    checkpoint.CheckpointError,
+    files.TreeMismatchError,
+    registry.UnknownEnvironmentError,
+    ImportError,
+)
+
+
+class UsageError(Exception):
+  """A problem with the command line (exit 2, with the usage line)."""
+
+
+def overrides(
+    args: argparse.Namespace, config_cls: type[configs.ConfigBase]
+) -> dict[str, Any]:
+  """The config fields given on the command line."""
+  return {
+      name: getattr(args, name)
+      for name in config_cls.field_names()
+      if getattr(args, name, None) is not None
+  }
+
+
+def make_config(
+    config_cls: type[configs.ConfigBase], values: Mapping[str, Any]
+) -> Any:
+  """`config_cls.from_dict(values)`; an invalid value is a `UsageError`."""
+  try:
+    return config_cls.from_dict(values)
+  except (configs.ConfigError, TypeError) as e:
+    raise UsageError(f'invalid config: {e}') from None
+
+
+def check_environment(
+    name: str, settings: Mapping[str, Any] | Iterable[tuple[str, Any]]
+) -> None:
+  """Builds the environment once, so that bad settings are usage errors."""
+  try:
+    registry.make_environment(name, batch_size=1, settings=dict(settings))
+  except ValueError as e:
+    raise UsageError(f'--env {name}: {e}') from None
+
+
+def use_compilation_cache(path: pathlib.Path | None) -> None:
+  if path is not None:
+    import jax  # pylint: disable=g-import-not-at-top
+
+    jax.config.update('jax_compilation_cache_dir', str(path.expanduser()))
+
+
+# ----------------------------------------------------------------------------
+# The output directory.
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDir:
+  """The files of a run in its output directory."""
+
+  path: pathlib.Path
+
+  @property
+  def config(self) -> pathlib.Path:
+    return self.path / CONFIG_FILENAME
+
+  @property
+  def log(self) -> pathlib.Path:
+    return self.path / LOG_FILENAME
+
+  @property
+  def checkpoints(self) -> pathlib.Path:
+    return self.path / CHECKPOINTS_DIRNAME
+
+  def create(self) -> None:
+    if self.path.exists() and not self.path.is_dir():
+      raise UsageError(f'--out-dir exists and is not a directory: {self.path}')
+    try:
+      self.path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+      raise UsageError(f'cannot create --out-dir {self.path}: {e}') from None
+
+  def write_config(self, prog: str, config: Any, **extra: Any) -> None:
+    """`config.json`: {'command', 'config', **extra}, atomically."""
+    files.write_json_atomic(
+        self.config, dict(command=prog, config=config.to_dict(), **extra)
+    )
+
+  def read_config(self) -> dict[str, Any]:
+    """The saved `config.json` (for `--resume`)."""
+    try:
+      saved = json.loads(self.config.read_text())
+    except FileNotFoundError:
+      raise UsageError(
+          f'--resume: {self.config} does not exist; is {self.path} the'
+          ' output directory of an earlier run?'
+      ) from None
+    except ValueError as e:
+      raise UsageError(f'--resume: cannot read {self.config}: {e}') from None
+    if 'config' not in saved:  # Written by version 0.1: the config alone.
+      saved = dict(config=saved)
+    return saved
+
+
+# ----------------------------------------------------------------------------
+# Running.
+
+
+def prepare_run(args: argparse.Namespace, run_dir: RunDir, config: Any) -> None:
+  """Checks what can be checked before a run starts, then makes `--out-dir`.
+
+  The environment and its settings (each of a population's), matplotlib (unless `--no-plot`), and
+  that a new run does not overwrite another's checkpoints.
+  """
+  if hasattr(config, 'members'):  # A population (`DiscoveryConfig`).
+    for member in config.members:
+      check_environment(member.env, member.settings)
+  else:
+    check_environment(config.env, config.env_settings)
+  if args.plot:
+    # pylint: disable-next=g-import-not-at-top
+    from disco import plotting
+
+    plotting.require_matplotlib()
+  if (
+      not args.resume
+      and run_dir.checkpoints.is_dir()
+      and any(run_dir.checkpoints.iterdir())
+  ):
+    raise UsageError(
+        f'{run_dir.checkpoints} already holds checkpoints; pass --resume to'
+        ' continue that run, or choose another --out-dir.'
+    )
+  use_compilation_cache(args.compilation_cache)
+  run_dir.create()
+
+
+def main(
+    prog: str,
+    build_parser: Callable[[], argparse.ArgumentParser],
+    body: Callable[[argparse.Namespace], int],
+    argv: Sequence[str] | None,
+) -> int:
+  """Parses `argv` and runs `body(args)`; returns the exit status.
+
+  Errors are handled by the policy of the module docstring.
+  """
+  parser = build_parser()
+  args = parser.parse_args(argv)
+  try:
+    return body(args)
+  except UsageError as e:
+    parser.print_usage(sys.stderr)
+    print(f'{prog}: error: {e}', file=sys.stderr)
+    return EXIT_USAGE
+  except NAMED_ERRORS as e:
+    if args.debug:
+      traceback.print_exc()
+    print(f'{prog}: error: {e}', file=sys.stderr)
+    return EXIT_ERROR
+  except KeyboardInterrupt:
+    print(
+        f'\n{prog}: interrupted; checkpoint and partial log in'
+        f' {args.out_dir}. Continue with: {prog} --out-dir {args.out_dir}'
+        ' --resume',
+        file=sys.stderr,
+    )
+    return EXIT_INTERRUPTED
+
+
+def report(prog: str, written: Sequence[pathlib.Path]) -> None:
+  print(f'{prog}: wrote')
+  for path in written:
+    print(f'  {path}')
+
+
+# ----------------------------------------------------------------------------
+# The skeleton every command shares.
+
+
+@dataclasses.dataclass
+class Run:
+  """A command's run, as its hooks see it.
+
+  Attributes:
+    args: the parsed flags.
+    run_dir: the output directory.
+    config: the run's config.
+    extras: what `config.json` keeps besides the config (e.g. seeds).
+    log: `log.csv`, streamed.
+    start_time: `time.perf_counter()` when the command started.
+  """
+
+  args: argparse.Namespace
+  run_dir: RunDir
+  config: Any
+  extras: dict[str, Any]
+  log: logs.CsvLog
+  start_time: float
+
+  def log_step(self, step: int, step_logs: Mapping[str, float]) -> None:
+    """Appends a row {'step': step, **step_logs} to `log.csv`."""
+    self.log.append(dict(step=step) | dict(step_logs))
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+  """What a command declares; `run_command` does the rest.
+
+  Attributes:
+    prog: the command's name.
+    doc: its module docstring: 'prog: description', then the epilog.
+    config_cls: its config dataclass (one flag per field).
+    config_title: the help section of the config flags.
+    default_out_dir: `--out-dir`'s default.
+    run: runs the loop (`Run` -> its result).
+    finish: writes the outputs and reports them (run, result, plots).
+    plot: the PNG plots of `log.csv`'s rows (rows, run) -> paths.
+    resumed_rows: which rows of `log.csv` a resumed run keeps (run -> row
+      predicate; rows after the checkpoints are computed again).
+    description: the help's description, if not `doc`'s.
+    add_flags: adds the command's own flags (before the config flags).
+    flag_types: config flags with their own parsers (`add_config_flags`).
+    deprecated: (old flag name, field, parse or None) of renamed flags.
+    check_args: checks the flags before the run directory is read.
+    base_config: the config values the flags change (args, saved
+      `config.json`); default: the saved config.
+    extras: what `config.json` keeps besides the config (args, saved,
+      config -> dict).
+  """
+
+  prog: str
+  doc: str
+  config_cls: type[configs.ConfigBase]
+  config_title: str
+  default_out_dir: str
+  run: Callable[[Run], Any]
+  finish: Callable[[Run, Any, list[pathlib.Path]], None]
+  plot: Callable[[Sequence[Mapping[str, Any]], Run], list[pathlib.Path]]
+  resumed_rows: Callable[[Run], Callable[[Mapping[str, Any]], bool]]
+  description: str | None = None
+  add_flags: Callable[[argparse.ArgumentParser], None] | None = None
+  flag_types: Mapping[str, FlagType] = dataclasses.field(default_factory=dict)
+  deprecated: Sequence[tuple[str, str, Callable[[str], Any] | None]] = ()
+  check_args: Callable[[argparse.Namespace], None] | None = None
+  base_config: (
+      Callable[[argparse.Namespace, Mapping[str, Any]], dict[str, Any]] | None
+  ) = None
+  extras: (
+      Callable[[argparse.Namespace, Mapping[str, Any], Any], dict[str, Any]]
+      | None
+  ) = None
+
+
+def build_parser(command: Command) -> argparse.ArgumentParser:
+  """The command's parser: run flags, its own flags, then config flags."""
+  summary, epilog = command.doc.split('\n\n', 1)
+  parser = argparse.ArgumentParser(
+      prog=command.prog,
+      description=command.description or summary.split(': ', 1)[1],
+      formatter_class=argparse.RawDescriptionHelpFormatter,
+      epilog=epilog,
+  )
+  add_common_flags(parser, command.default_out_dir)
+  if command.add_flags is not None:
+    command.add_flags(parser)
+  add_config_flags(
+      parser, command.config_cls, command.config_title, command.flag_types
+  )
+  for old, field, parse in command.deprecated:
+    kwargs = {} if parse is None else dict(type=parse)
+    add_deprecated_flag(parser, old, field, flag(field), **kwargs)
+  return parser
+
+
+def preset_config(
+    args: argparse.Namespace,
+    saved: Mapping[str, Any],
+    presets: Mapping[str, Mapping[str, Any]],
+    default: str,
+) -> dict[str, Any]:
+  """The saved config, or else `--preset`'s (default: `default`)."""
+  return dict(saved.get('config') or presets[args.preset or default])
+
+
+def refuse_with_resume(args: argparse.Namespace, *names: str) -> None:
+  """A `UsageError` if `--resume` comes with one of these flags."""
+  for name in names:
+    if args.resume and getattr(args, name) is not None:
+      raise UsageError(f'--{name} starts a new run; --resume keeps its own.')
+
+
+def steps_up_to(root: pathlib.Path) -> Callable[[Run], Callable[..., bool]]:
+  """`resumed_rows`: rows up to the newest checkpoint in `root(run_dir)`."""
+
+  def _resumed_rows(run: Run) -> Callable[[Mapping[str, Any]], bool]:
+    start = 0
+    if run.args.resume:
+      start = checkpoint.latest_step(root(run.run_dir.checkpoints)) or 0
+    return lambda row: row.get('step', 0) <= start
+
+  return _resumed_rows
+
+
+def _body(command: Command, args: argparse.Namespace) -> int:
+  start_time = time.perf_counter()
+  if command.check_args is not None:
+    command.check_args(args)
+  run_dir = RunDir(args.out_dir.expanduser())
+  saved = run_dir.read_config() if args.resume else {}
+  base = (
+      dict(saved.get('config', {}))
+      if command.base_config is None
+      else command.base_config(args, saved)
+  )
+  cls = command.config_cls
+  config = make_config(cls, base | overrides(args, cls))
+  extras = {} if command.extras is None else command.extras(args, saved, config)
+  prepare_run(args, run_dir, config)
+  if not args.resume:
+    run_dir.write_config(command.prog, config, **extras)
+
+  log = logs.CsvLog(run_dir.log)
+  run = Run(args, run_dir, config, extras, log, start_time)
+  log.keep(command.resumed_rows(run))
+  plots = []
+  try:
+    result = command.run(run)
+  except KeyboardInterrupt:
+    run_dir.write_config(command.prog, config, **extras)  # E.g. more steps.
+    raise
+  finally:
+    if args.plot and log.rows:
+      plots += command.plot(log.rows, run)
+  run_dir.write_config(command.prog, config, **extras)
+  command.finish(run, result, plots)
+  return 0
+
+
+def run_command(command: Command, argv: Sequence[str] | None) -> int:
+  """Runs `command` on `argv`; returns the exit status."""
+  return main(
+      command.prog,
+      lambda: build_parser(command),
+      functools.partial(_body, command),
+      argv,
+  )
