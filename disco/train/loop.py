@@ -1,7 +1,6 @@
-"""The trainer's host side: `Trainer` (programs, state, the chunked loop) and
-`run_train`.
+"""The trainer's host loop: `Trainer` (programs, state, chunks), `run_train`.
 
-The per-device program is `disco.train.program`, the log rows
+The per-device program is in `disco.train.program`, the log rows in
 `disco.train.rows`.
 """
 
@@ -54,6 +53,8 @@ CHECKPOINT_KIND = 'disco-train'
 
 # (seed, row) -> None: one log row per seed and chunk (or iteration).
 LogFn = Callable[[int, Mapping[str, float]], None]
+# A chunk program: (learns, rows kept per iteration; 0 sums the iterations).
+_ProgramKey = tuple[bool, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,11 +155,10 @@ class Trainer:
         axis_name=_AXIS,
         devices=devices,
     )
-    # Chunk programs by (learn, rows kept per iteration), built when needed.
-    self._chunks: dict[tuple[bool, int], Any] = {}
-    # Background compilations of chunk programs: key -> (thread, errors).
-    self._compilations: dict[tuple[bool, int], tuple[threading.Thread, list]]
-    self._compilations = {}
+    # Chunk programs, built when first needed.
+    self._chunks: dict[_ProgramKey, Any] = {}
+    # Background compilations of chunk programs: (thread, errors).
+    self._compilations: dict[_ProgramKey, tuple[threading.Thread, list]] = {}
 
   @property
   def num_devices(self) -> int:
