@@ -23,7 +23,7 @@ Example:
 from collections.abc import Sequence
 import pathlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 import warnings
 
 from disco import configs
@@ -51,6 +51,10 @@ from disco.learner import default_update_rule_params
 from disco.learner import make_agent_settings
 from disco.learner import make_value_function
 from disco.progress import ProgressFn
+
+if TYPE_CHECKING:
+  # disco.train imports disco.eval: at run time, imported where used.
+  from disco import train as train_lib  # pylint: disable=g-bad-import-order
 
 __all__ = [
     'ACTOR_CRITIC',
@@ -239,7 +243,7 @@ def run_eval_seeds(
   )
 
 
-def to_train_config(config: EvalConfig) -> Any:
+def to_train_config(config: EvalConfig) -> 'train_lib.TrainConfig':
   """The `disco.train.TrainConfig` that `config` with `fast=True` runs.
 
   The `colab` preset with `config`'s settings: the per-device learner
@@ -251,7 +255,7 @@ def to_train_config(config: EvalConfig) -> Any:
   positions with the run's keys, and keeps the logits alone).
   """
   # pylint: disable-next=g-import-not-at-top
-  from disco import train  # disco.train imports disco.eval.
+  from disco import train
 
   devices = len(select_devices(config.num_envs, config.max_devices))
   per_device = config.num_envs // devices
@@ -284,7 +288,7 @@ def _run_fast(
 ) -> list[EvalHistory]:
   """`fast=True`: the seeds through the trainer, `vmap`ped together."""
   # pylint: disable-next=g-import-not-at-top
-  from disco.train import loop as train_loop  # disco.train imports disco.eval.
+  from disco.train import loop as train_loop
 
   train_config = to_train_config(config)
   trainer = train_loop.get_trainer(train_config, seeds, update_rule_params)
