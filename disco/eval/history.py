@@ -19,6 +19,8 @@ from disco import progress
 from disco.eval import config as eval_config
 
 ProgressFn = progress.ProgressFn
+# The prefix of the learner's logs in the trainer's rows.
+_TRAIN_LOGS = 'logs/'
 # (seed, iteration from 1, that iteration's row) -> None.
 LogFn = Callable[[int, int, Mapping[str, float]], None]
 
@@ -290,12 +292,12 @@ class TrainRows:
   def log(self, seed: int, row: Mapping[str, float]) -> None:
     """A trainer's `log_fn`: reports `row` as `log_fn(seed, iteration, ...)`."""
     if self._log_fn is not None:
-      self._log_fn(seed, int(row['step']), eval_row(row))
+      self._log_fn(seed, int(row['step']), _eval_row(row))
 
   def progress(self, step: int, row: Mapping[str, float]) -> None:
     """A trainer's `progress_fn`: reports the eval loops' metrics."""
     if self._progress_fn is not None:
-      metrics = eval_row(row)
+      metrics = _eval_row(row)
       del metrics['total_return'], metrics['elapsed']
       self._progress_fn(step, metrics)
 
@@ -308,7 +310,6 @@ class TrainRows:
       rows = (logs['seed'] == seed) & (logs['step'] > 0)
       counts = logs['train_episodes'][rows]
       averages = logs['train_return'][rows]
-      prefix = 'logs/'
       out.append(
           EvalHistory(
               rule=self._config.rule,
@@ -318,9 +319,9 @@ class TrainRows:
               total_returns=_totals(averages, counts),
               num_episodes=counts,
               logs={
-                  k[len(prefix) :]: v[rows]
+                  k[len(_TRAIN_LOGS) :]: v[rows]
                   for k, v in logs.items()
-                  if k.startswith(prefix)
+                  if k.startswith(_TRAIN_LOGS)
               },
               elapsed=logs['elapsed'][rows],
               params=seed_params,
@@ -334,15 +335,18 @@ def _totals(averages: Any, counts: Any) -> Any:
   return np.where(np.asarray(counts) > 0, np.nan_to_num(averages) * counts, 0.0)
 
 
-def eval_row(row: Mapping[str, float]) -> dict[str, float]:
+def _eval_row(row: Mapping[str, float]) -> dict[str, float]:
   """A trainer's log row as the evaluation loops' `log_fn` row."""
   count = float(row['train_episodes'])
   average = float(row['train_return'])
-  prefix = 'logs/'
   return dict(
       env_steps=float(row['env_steps']),
       avg_return=average,
       total_return=float(_totals(average, count)),
       num_episodes=count,
       elapsed=float(row['elapsed']),
-  ) | {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix)}
+  ) | {
+      k[len(_TRAIN_LOGS) :]: v
+      for k, v in row.items()
+      if k.startswith(_TRAIN_LOGS)
+  }
