@@ -1,9 +1,9 @@
-"""The pieces both evaluation loops are built from.
+"""The pieces the faithful evaluation loop and the trainer are built from.
 
 `build` makes the run's environment, agent, value function (for policy
 gradient), devices and update-rule parameters (`Setup`); `make_learn_fn` is
-the learner step both loops take (the agent's, plus the value function's),
-and `unroll_fn` the jittable actor unroll they share.
+the learner step both take (the agent's, plus the value function's), and
+`unroll_fn` the faithful loop's jittable actor unroll.
 """
 
 from collections.abc import Callable, Mapping
@@ -149,7 +149,8 @@ def build(
   """The run's pieces; `update_rule_params` None loads the default ones.
 
   `taken_action_gradients` is the `Agent`'s option (off: the reference's
-  rounding, which the faithful loop and the fast path keep).
+  rounding, which the faithful loop keeps and the trainer keeps on
+  request).
 
   Raises:
     files.TreeMismatchError: if the update-rule parameters do not fit the

@@ -8,7 +8,6 @@ host devices. The 1000-iteration learning runs are marked `slow`.
 
 import contextlib
 import dataclasses
-import functools
 import json
 import os
 import pathlib
@@ -22,16 +21,12 @@ import numpy as np
 import pytest
 
 import disco
-from disco import acting
 from disco import checkpoint
 from disco import configs
-from disco import devices as devices_lib
 from disco import eval as eval_lib
 from disco import learner
-from disco import replay
+from disco import train
 from disco.environments import registry
-from disco.eval import fast as eval_fast
-from disco.eval import loop as eval_faithful
 from disco.value_fns import value_utils
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -94,6 +89,13 @@ def _compile_log():
     yield state
   finally:
     jax.monitoring.unregister_event_duration_listener(listener)
+
+
+# `EvalConfig(fast=True)`, the deprecated alias of the trainer, warns at
+# every run; `test_fast_disco_smoke` checks the warning.
+_DEPRECATED = pytest.mark.filterwarnings(
+    'ignore:EvalConfig\\(fast=True\\) is deprecated:DeprecationWarning'
+)
 
 
 def _run_and_watch(config: eval_lib.EvalConfig):
@@ -252,6 +254,7 @@ def test_registry_names_the_extra_when_gymnax_is_missing(monkeypatch):
     registry.make_environment('gymnax:CartPole-v1', batch_size=2)
 
 
+@_DEPRECATED
 def test_gymnax_environment_through_the_fast_path():
   # gymnax is in the `[test]` extra (and `[envs]`).
   config = eval_lib.EvalConfig(
@@ -313,13 +316,31 @@ def test_fast_disco_smoke():
   # Chunks of 2: iterations 1-2 and 3 run the acting-only program, 4-5 and
   # 6 the learning one.
   config = eval_lib.EvalConfig(fast=True, **(TINY | dict(steps_per_chunk=2)))
-  history, progress, compiled_after = _run_and_watch(config)
+  with pytest.warns(DeprecationWarning, match=r"run_train.*preset\('colab'\)"):
+    history, progress, compiled_after = _run_and_watch(config)
+  assert isinstance(history, eval_lib.EvalHistory)
   _check_curve(history, config)
   assert set(history.logs) == DISCO_LOGS
   assert [step for step, _ in progress] == list(range(1, 7))
-  # Each program compiles once, at its first chunk: a shorter chunk reuses
-  # it.
-  assert max(compiled_after) == _FIRST_LEARNER_ITERATION - 1, compiled_after
+  # Each program compiles once, the learning one in the background by its
+  # first chunk: a shorter chunk reuses it.
+  assert max(compiled_after) <= _FIRST_LEARNER_ITERATION - 1, compiled_after
+
+  # The trainer's run with the equivalent config, one row per iteration.
+  train_config = eval_lib.to_train_config(config)
+  result = train.run_train(train_config)
+  assert train_config.log_every_iteration
+  np.testing.assert_array_equal(result.logs['step'], np.arange(1, 7))
+  np.testing.assert_array_equal(result.logs['env_steps'], history.steps)
+  np.testing.assert_array_equal(
+      result.logs['train_episodes'], history.num_episodes
+  )
+  np.testing.assert_array_equal(
+      result.logs['train_return'], history.avg_returns
+  )
+  for name, values in history.logs.items():
+    np.testing.assert_array_equal(result.logs[f'logs/{name}'], values, name)
+  jax.tree.map(np.testing.assert_array_equal, result.params[0], history.params)
 
 
 def test_actor_critic_smoke_and_stored_behaviour_outputs():
@@ -354,6 +375,7 @@ def test_cpu_catch_runs_through_the_cpu_unroll():
 
 # Slow (CI time): vmapped seeds stay in CI through tests/test_cli.py.
 @pytest.mark.slow
+@_DEPRECATED
 def test_run_eval_seeds_vmaps_the_fast_path():
   config = eval_lib.EvalConfig(
       rule='actor_critic', fast=True, **(TINY | dict(num_steps=5))
@@ -374,6 +396,7 @@ def test_run_eval_seeds_vmaps_the_fast_path():
   np.testing.assert_array_equal(single.avg_returns, histories[1].avg_returns)
 
 
+@_DEPRECATED
 def test_fast_path_learns_catch_with_vmapped_seeds():
   # Actor-critic with a small agent: its learner step is cheap, so 800
   # iterations of two seeds take a few seconds after compilation. (Disco103
@@ -462,6 +485,7 @@ def _interrupt_at(iteration: int):
 # through tests/test_cli.py (a `disco-eval --fast` run with two vmapped seeds,
 # stopped by Ctrl-C and resumed).
 @pytest.mark.slow
+@_DEPRECATED
 @pytest.mark.parametrize('seeds', [(0,)])
 def test_fast_path_resumes_exactly(tmp_path, seeds):
   # Chunks of 2: acting 1-2 and 3 (a checkpoint at 3), then learning.
@@ -589,6 +613,7 @@ def test_faithful_seeds_resume_in_their_own_directories(tmp_path):
   _assert_same_runs(resumed, straight)
 
 
+@_DEPRECATED
 def test_bad_resumes_are_refused(tmp_path):
   config = eval_lib.EvalConfig(
       rule='actor_critic', **(TINY | dict(num_steps=2))
@@ -664,90 +689,38 @@ def test_no_signal_handler_without_handle_interrupts():
   assert signal.getsignal(signal.SIGINT) is before
 
 
-def _probing_learn_fn(setup):
-  """The shared learn fn, also logging its key and actor state."""
-  learn = _MAKE_LEARN_FN(setup)
-
-  def probed(rng, rollout, learner_state, actor_state, rule_params, value_st):
-    learner_state, value_st, logs = learn(
-        rng, rollout, learner_state, actor_state, rule_params, value_st
-    )
-    logs['probe/rng'] = jax.random.uniform(rng)
-    logs['probe/actor_state'] = sum(
-        (jax.numpy.sum(x) for x in jax.tree.leaves(actor_state)),
-        np.float32(0),
-    )
-    return learner_state, value_st, logs
-
-  return probed
-
-
-_MAKE_LEARN_FN = learner.make_learn_fn
-
-
-def test_fast_learner_step_is_the_faithful_learn_fn(monkeypatch):
-  """Pins the fast path's learner step to the faithful loop's maths.
-
-  From the same state, the fast path's learning iteration must give the
-  learner and value states and logs that the faithful loop's learn fn gives
-  on the batch the fast path samples, with the faithful loop's key split
-  and the actor state after the iteration's rollout. Probes in the logs
-  catch a wrong key or actor state even where the rule ignores them (the
-  rules ignore the key; the MLP agent's actor state is empty, so its
-  probe bites only for recurrent agents). Bit for bit: the same
-  per-device computation on the same inputs; it fails when the fast path
-  passes the actor's key as the learner's.
-  """
-  monkeypatch.setattr(learner, 'make_learn_fn', _probing_learn_fn)
-  config = eval_lib.EvalConfig(rule='policy_gradient', fast=True, **TINY)
-  setup = learner.build(config, None)
-  devices, num_devices = setup.devices, setup.num_devices
-  init, chunk = eval_fast.make_fast_fns(setup)
-  pmap = functools.partial(
-      jax.pmap, axis_name=devices_lib.AXIS_NAME, devices=devices
+def test_fast_alias_is_the_colab_preset_with_the_configs_settings():
+  config = eval_lib.EvalConfig(
+      rule='policy_gradient',
+      fast=True,
+      **(TINY | dict(learner_batch_size=12, buffer_capacity=31)),
   )
-
-  def program(learn):
-    return pmap(functools.partial(chunk, learn=learn), in_axes=(0, 0, None))
-
-  keys = np.broadcast_to(jax.random.PRNGKey(0), (num_devices, 2))
-  state = pmap(init)(keys, np.asarray(keys) + 1)
-  rule_params, _ = devices_lib.place_like_pmap(
-      devices, replicated=setup.update_rule_params
+  assert config.num_envs == 3
+  got = eval_lib.to_train_config(config)
+  devices = len(eval_lib.select_devices(config.num_envs))
+  # Per-device sizes of the faithful loop's layout as totals; the buffer
+  # holds whole rollouts (31 rounded down to 30 on one device).
+  assert got == train.preset(
+      'colab',
+      rule='policy_gradient',
+      num_steps=6,
+      num_envs=3,
+      rollout_len=5,
+      learner_batch_size=12 * devices,
+      buffer_capacity=31 // (3 // devices) * 3,
+      learning_starts=12 * devices,
+      agent_dense=(16,),
+      agent_lstm_size=8,
+      agent_head_mlp_hiddens=(8,),
+      value_fn_dense=(8,),
+      steps_per_chunk=4,
+      eval_envs=3,
+      max_devices=devices,
+      taken_action_gradients=False,
+      log_every_iteration=True,
   )
-  state, _ = program(False)(state, rule_params, np.int32(3))
-  before = jax.device_get(state)
-  after, outputs = program(True)(state, rule_params, np.int32(1))
-
-  # The faithful loop's learn fn on the fast path's sample.
-  _, _, learner_rngs = acting.split_loop_keys(before.rng[0], num_devices)
-  sample_keys = np.stack([jax.random.split(k)[1] for k in before.sample_rng])
-  batch = pmap(
-      lambda r, k: replay.sample_from_replay(
-          r, k, config.learner_batch_size, batch_axis=1
-      )[0]
-  )(after.replay, sample_keys)
-  fns = eval_faithful.FaithfulFns.build(setup)
-  learner_state, value_state, logs = fns.learn(
-      learner_rngs,
-      batch,
-      before.learner_state,
-      after.actor_state,
-      rule_params,
-      before.value_state,
-  )
-  # Bit for bit: the same per-device computation on the same inputs.
-  jax.tree.map(
-      np.testing.assert_array_equal,
-      jax.device_get((learner_state, value_state)),
-      jax.device_get((after.learner_state, after.value_state)),
-  )
-  fast_logs = jax.device_get(outputs['logs'])
-  assert set(fast_logs) == set(logs)
-  for name, values in jax.device_get(logs).items():
-    np.testing.assert_array_equal(
-        np.mean(values, 0), fast_logs[name][0, 0], err_msg=name
-    )
+  # Its learner step is the faithful loop's, bit for bit: see
+  # tests/test_train.py::test_reference_rounding_is_the_faithful_loops_learner_step.
 
 
 # ----------------------------------------------------------------------------

@@ -15,9 +15,13 @@ import pytest
 
 from disco import checkpoint
 from disco import configs
+from disco import devices as devices_lib
+from disco import learner
 from disco import replay as replay_lib
 from disco import train
+from disco import types
 from disco.train import loop as train_loop
+from disco.train import program as train_program
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -84,7 +88,7 @@ def test_replayed_positions_are_uniform_over_the_filled_rows():
       storage={'x': storage}, size=jnp.int32(12), next_slot=jnp.int32(12)
   )
   gather = jax.pmap(
-      lambda key: train_loop._gather_replayed(state, key, 4000, 4, 1),
+      lambda key: train_program._gather_replayed(state, key, 4000, 4, 1),
       axis_name='i',
   )
   drawn = np.asarray(gather(jax.random.PRNGKey(0)[None])['x'])[0, 0]
@@ -101,7 +105,7 @@ def test_the_learning_program_compiles_once_in_the_background(monkeypatch):
   # earlier test's programs are reused.
   config = _tiny(num_steps=3, learning_starts=4, buffer_capacity=8)
   trainer = train.Trainer(config, [config.seed])
-  monkeypatch.setattr(train, '_trainer_for', lambda *_: trainer)
+  monkeypatch.setattr(train_loop, '_trainer_for', lambda *_: trainer)
   compiles = []
 
   def listener(name: str, duration: float, **kwargs) -> None:
@@ -133,7 +137,7 @@ def test_the_learning_program_compiles_once_in_the_background(monkeypatch):
 def test_fresh_and_replayed_parts_make_the_learner_batch(monkeypatch):
   # Record the batches the learner step receives.
   batches = []
-  make_learn_fn = train_loop.learner.make_learn_fn
+  make_learn_fn = train_program.learner.make_learn_fn
 
   def recording_make_learn_fn(setup):
     learn = make_learn_fn(setup)
@@ -145,7 +149,7 @@ def test_fresh_and_replayed_parts_make_the_learner_batch(monkeypatch):
     return wrapped
 
   monkeypatch.setattr(
-      train_loop.learner, 'make_learn_fn', recording_make_learn_fn
+      train_program.learner, 'make_learn_fn', recording_make_learn_fn
   )
   config = _tiny(
       num_steps=2,
@@ -216,6 +220,127 @@ def test_resume_refuses_another_run(tmp_path):
     )
 
 
+def test_rows_per_iteration_add_up_to_the_chunk_rows():
+  config = _tiny(
+      num_steps=6,
+      steps_per_chunk=2,
+      eval_every=2,
+      eval_envs=4,
+      eval_max_steps=12,
+      learning_starts=4,
+      buffer_capacity=8,
+  )
+  chunked = train.run_train(config, num_seeds=2)
+  reported = []
+  per_iteration = train.run_train(
+      config.replace(log_every_iteration=True),
+      num_seeds=2,
+      progress_fn=lambda step, row: reported.append(step),
+  )
+  # The same run: only the rows differ.
+  chex.assert_trees_all_equal(per_iteration.params, chunked.params)
+  assert reported == list(range(7))
+  logs, rows = per_iteration.logs, chunked.logs
+  names = [k for k in rows if k.startswith('logs/')]
+  assert names and set(logs) == set(rows)
+  for seed in (0, 1):
+    mine = logs['seed'] == seed
+    np.testing.assert_array_equal(logs['step'][mine], range(7))
+    # Chunks end at 1 (the iteration before learning), 3, 5 and 6.
+    ends = rows['step'][rows['seed'] == seed]
+    np.testing.assert_array_equal(ends, [0, 1, 3, 5, 6])
+    for previous, end in zip(ends[:-1], ends[1:]):
+      at_end = (rows['seed'] == seed) & (rows['step'] == end)
+      chunk = {k: v[at_end] for k, v in rows.items()}
+      iterations = mine & (logs['step'] > previous) & (logs['step'] <= end)
+      last = mine & (logs['step'] == end)
+      for name in (
+          'step',
+          'env_steps',
+          'learner_steps',
+          'eval_return',
+          'eval_episodes',
+      ):
+        np.testing.assert_array_equal(logs[name][last], chunk[name], name)
+      inside = iterations & ~last
+      assert np.all(logs['eval_episodes'][inside] == 0)
+      assert np.all(np.isnan(logs['eval_return'][inside]))
+      episodes = logs['train_episodes'][iterations]
+      np.testing.assert_array_equal(episodes.sum(), chunk['train_episodes'])
+      returns = np.nan_to_num(logs['train_return'][iterations]) * episodes
+      if episodes.sum():
+        np.testing.assert_allclose(
+            returns.sum() / episodes.sum(), chunk['train_return'], rtol=1e-6
+        )
+      for name in names:
+        np.testing.assert_allclose(
+            np.mean(logs[name][iterations]), chunk[name], rtol=1e-5
+        )
+
+
+def test_reference_rounding_is_the_faithful_loops_learner_step():
+  # Disco's losses read z, aux_pi and q at the taken actions only, so its
+  # learner step is the one the option changes.
+  config = _tiny(rule='disco', learning_starts=4, buffer_capacity=8)
+  setups = dict(
+      # The faithful loop's, which keeps the reference's rounding.
+      faithful=learner.build(config, None),
+      reference_rounding=train.Trainer(
+          config.replace(taken_action_gradients=False), [0]
+      ).setup,
+      taken_actions=train.Trainer(config, [0]).setup,
+  )
+  assert config.taken_action_gradients  # The default: today's trainer.
+  t, b = config.rollout_len, 2
+  keys = iter(jax.random.split(jax.random.PRNGKey(3), 8))
+  spec = setups['faithful'].env.single_observation_spec()
+  logits = jax.random.normal(next(keys), (t, b, 3))
+  rollout = types.ActorRollout(
+      observations=jax.tree.map(
+          lambda s: jax.random.uniform(next(keys), (t, b) + s.shape, s.dtype),
+          spec,
+      ),
+      actions=jax.random.randint(next(keys), (t, b), 0, 3),
+      rewards=jax.random.normal(next(keys), (t, b)),
+      discounts=jnp.ones((t, b), bool).at[2, 1].set(False),
+      logits=logits,
+      agent_outs={'logits': logits},
+      states={},
+  )
+
+  def learner_step(setup):
+    key = jax.random.PRNGKey(0)
+    return learner.make_learn_fn(setup)(
+        jax.random.PRNGKey(1),
+        rollout,
+        setup.agent.initial_learner_state(key),
+        setup.agent.initial_actor_state(key),
+        setup.update_rule_params,
+        None,
+    )
+
+  steps = jax.pmap(
+      lambda _: {k: learner_step(s) for k, s in setups.items()},
+      axis_name=devices_lib.AXIS_NAME,
+      devices=jax.devices()[:1],
+  )
+  out = jax.device_get(steps(np.zeros((1,))))
+  # Bit for bit the faithful loop's learner step.
+  chex.assert_trees_all_equal(out['reference_rounding'], out['faithful'])
+  # Teeth: the trainer's default rounds otherwise (the same step up to
+  # float rounding).
+  faithful, cheap = out['faithful'][0].params, out['taken_actions'][0].params
+  assert not all(
+      np.array_equal(x, y)
+      for x, y in zip(jax.tree.leaves(cheap), jax.tree.leaves(faithful))
+  )
+  np.testing.assert_allclose(
+      out['taken_actions'][2]['global_gradient_norm'],
+      out['faithful'][2]['global_gradient_norm'],
+      rtol=1e-4,
+  )
+
+
 _DEVICES_WORKER = r"""
 import json
 import sys
@@ -225,7 +350,7 @@ import jax
 import numpy as np
 
 from disco import train
-from disco.train import loop as train_loop
+from disco.train import program as train_program
 
 assert jax.device_count() == 4, jax.devices()
 config = train.TrainConfig(**json.loads(sys.argv[1]))
@@ -233,12 +358,12 @@ counts = json.loads(sys.argv[2])
 bug = sys.argv[3] if len(sys.argv) > 3 else ''
 if bug == 'replay_per_device':
   # Teeth: each device draws its replay positions with its own key.
-  gather = train_loop._gather_replayed
+  gather = train_program._gather_replayed
 
   def _per_device(state, key, *args):
     return gather(state, jax.random.fold_in(key, jax.lax.axis_index('i')), *args)
 
-  train_loop._gather_replayed = _per_device
+  train_program._gather_replayed = _per_device
 elif bug == 'no_gradient_mean':
   # Teeth: each device keeps its own gradients.
   jax.lax.pmean = lambda x, axis_name, **kw: x

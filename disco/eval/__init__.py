@@ -26,3 +26,4 @@ from disco.eval.run import run_eval as run_eval
 from disco.eval.run import run_eval_seeds as run_eval_seeds
 from disco.eval.run import seed_checkpoint_dir as seed_checkpoint_dir
 from disco.eval.run import select_devices as select_devices
+from disco.eval.run import to_train_config as to_train_config

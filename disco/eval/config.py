@@ -1,7 +1,9 @@
 """What an evaluation run is: `EvalConfig` and the names of the rules.
 
-`disco.eval` re-exports everything here; the loops (`disco.eval.loop`,
-`disco.eval.fast`) and their checkpoints (`disco.run_checkpoints`) read it.
+`disco.eval` re-exports everything here; the faithful loop
+(`disco.eval.loop`), the `fast=True` alias of the trainer
+(`disco.eval.run.to_train_config`) and the checkpoints
+(`disco.run_checkpoints`) read it.
 """
 
 from collections.abc import Mapping
@@ -55,7 +57,9 @@ class EvalConfig(configs.ConfigBase):
     replay_ratio: `learner_batch_size // replay_ratio` environments act in
       parallel (`num_envs`).
     buffer_capacity: the most trajectories the replay buffer holds.
-    buffer_seed: seed of the replay buffer's sampling generator.
+    buffer_seed: seed of the replay buffer's sampling generator (faithful
+      loop; with `fast=True` replay positions are drawn from the run's
+      keys).
     min_buffer_size: trajectories needed before learning starts; None means
       `learner_batch_size`.
     seed: seed of `jax.random.PRNGKey` for initialisation, acting and
@@ -75,15 +79,18 @@ class EvalConfig(configs.ConfigBase):
       the reference does).
     store_behaviour_outs: keep every behaviour-network output in the replay
       buffer, as the reference does, instead of the logits alone (no
-      effect on results; much more memory with Disco's 600-wide heads).
+      effect on results; much more memory with Disco's 600-wide heads;
+      faithful loop only).
     record_rollouts: also return every rollout's actions, rewards and
       discounts and the sampled buffer positions (faithful loop only).
-    fast: use the fused fast path instead of the faithful loop.
-    steps_per_chunk: fast path: iterations per jitted call (one host round
+    fast: deprecated: run the trainer instead of the faithful loop (use
+      `disco.train.run_train` with `disco.train.preset('colab')`;
+      `disco.eval.to_train_config` gives the equivalent config).
+    steps_per_chunk: with `fast`: iterations per jitted call (one host round
       trip each).
     checkpoint_every: with a checkpoint directory, checkpoint every this
-      many iterations (the fast path at the first chunk end at or after
-      each multiple) and at the end; 0 = only at the end and on interrupt.
+      many iterations (with `fast`, at the first chunk end at or after each
+      multiple) and at the end; 0 = only at the end and on interrupt.
     keep_checkpoints: how many checkpoints to keep on disk.
   """
 
@@ -124,7 +131,7 @@ class EvalConfig(configs.ConfigBase):
   value_fn_head_w_init_std: float = 1e-2
   value_fn_learning_rate: float = 1e-3
   value_fn_td_lambda: float = 0.95
-  # Execution: devices, memory, fast path.
+  # Execution: devices, memory, the trainer (deprecated).
   max_devices: int | None = None
   store_behaviour_outs: bool = False
   record_rollouts: bool = False
@@ -199,12 +206,12 @@ class EvalConfig(configs.ConfigBase):
     configs.check_positive(self, configs.LEARNING_RATES)
     check(
         not self.fast or registry.is_jittable_name(self.env),
-        'The fast path needs a jittable environment; catch-cpu steps on the'
-        ' host. Use env="catch" or fast=False.',
+        'fast=True runs the trainer, which needs a jittable environment;'
+        ' catch-cpu steps on the host. Use env="catch" or fast=False.',
     )
     check(
         not (self.fast and self.record_rollouts),
-        'record_rollouts is only supported by the faithful loop.',
+        'record_rollouts is only supported by the faithful loop (fast=False).',
     )
     configs.set_sorted_settings(self)
     configs.set_network_sizes(self)

@@ -1,13 +1,15 @@
-"""What an evaluation run returns (`EvalHistory`) and how the loops fill it.
+"""What an evaluation run returns (`EvalHistory`) and how it is filled.
 
-`Recorder` collects one row per iteration, reports it to the caller's
+`Recorder` collects the faithful loop's rows, reports them to the caller's
 `progress_fn` and `log_fn`, and converts to and from checkpoint arrays so
-that a resumed run returns the whole curve.
+that a resumed run returns the whole curve; `TrainRows` does the same for
+the trainer's per-iteration rows (`EvalConfig(fast=True)`).
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import time
+from typing import Any
 
 import haiku as hk
 import numpy as np
@@ -17,6 +19,8 @@ from disco import progress
 from disco.eval import config as eval_config
 
 ProgressFn = progress.ProgressFn
+# The prefix of the learner's logs in the trainer's rows.
+_TRAIN_LOGS = 'logs/'
 # (seed, iteration from 1, that iteration's row) -> None.
 LogFn = Callable[[int, int, Mapping[str, float]], None]
 
@@ -55,7 +59,8 @@ class EvalHistory:
     logs: {name: [N]} scalar learner logs (means over devices), NaN for the
       iterations before learning starts.
     elapsed: [N] seconds from the start of `run_eval` to the end of each
-      iteration (fast path: to the end of its chunk).
+      iteration (`fast=True`: from the start or resumption of the run to
+      the end of the iteration's chunk, the trainer's 'elapsed').
     params: the agent network's final parameters (host arrays).
     rollouts: the recorded rollouts, if requested.
   """
@@ -264,3 +269,84 @@ class Recorder:
       self.learner_steps = [
           int(x) for x in arrays[head + 'rollouts/learner_step_index']
       ]
+
+
+class TrainRows:
+  """The trainer's per-iteration rows as the evaluation loops report them.
+
+  Pass `log` and `progress` to `Trainer.run` (with `log_every_iteration`);
+  `histories` turns its `TrainResult` into one `EvalHistory` per seed.
+  """
+
+  def __init__(
+      self,
+      config: eval_config.EvalConfig,
+      *,
+      progress_fn: ProgressFn | None = None,
+      log_fn: LogFn | None = None,
+  ):
+    self._config = config
+    self._progress_fn = progress_fn
+    self._log_fn = log_fn
+
+  def log(self, seed: int, row: Mapping[str, float]) -> None:
+    """A trainer's `log_fn`: reports `row` as `log_fn(seed, iteration, ...)`."""
+    if self._log_fn is not None:
+      self._log_fn(seed, int(row['step']), _eval_row(row))
+
+  def progress(self, step: int, row: Mapping[str, float]) -> None:
+    """A trainer's `progress_fn`: reports the eval loops' metrics."""
+    if self._progress_fn is not None:
+      metrics = _eval_row(row)
+      del metrics['total_return'], metrics['elapsed']
+      self._progress_fn(step, metrics)
+
+  def histories(
+      self, logs: Mapping[str, np.ndarray], seeds: Sequence[int], params: Any
+  ) -> list[EvalHistory]:
+    """One `EvalHistory` per seed from `TrainResult.logs` and `.params`."""
+    out = []
+    for seed, seed_params in zip(seeds, params, strict=True):
+      rows = (logs['seed'] == seed) & (logs['step'] > 0)
+      counts = logs['train_episodes'][rows]
+      averages = logs['train_return'][rows]
+      out.append(
+          EvalHistory(
+              rule=self._config.rule,
+              seed=int(seed),
+              steps=logs['env_steps'][rows].astype(np.int64),
+              avg_returns=averages,
+              total_returns=_totals(averages, counts),
+              num_episodes=counts,
+              logs={
+                  k[len(_TRAIN_LOGS) :]: v[rows]
+                  for k, v in logs.items()
+                  if k.startswith(_TRAIN_LOGS)
+              },
+              elapsed=logs['elapsed'][rows],
+              params=seed_params,
+          )
+      )
+    return out
+
+
+def _totals(averages: Any, counts: Any) -> Any:
+  """Sums of returns from their means and counts (0 where none ended)."""
+  return np.where(np.asarray(counts) > 0, np.nan_to_num(averages) * counts, 0.0)
+
+
+def _eval_row(row: Mapping[str, float]) -> dict[str, float]:
+  """A trainer's log row as the evaluation loops' `log_fn` row."""
+  count = float(row['train_episodes'])
+  average = float(row['train_return'])
+  return dict(
+      env_steps=float(row['env_steps']),
+      avg_return=average,
+      total_return=float(_totals(average, count)),
+      num_episodes=count,
+      elapsed=float(row['elapsed']),
+  ) | {
+      k[len(_TRAIN_LOGS) :]: v
+      for k, v in row.items()
+      if k.startswith(_TRAIN_LOGS)
+  }

@@ -6,20 +6,13 @@ FIFO replay buffer, and once the buffer holds `min_buffer_size` trajectories
 takes one learner step per loop iteration on a batch sampled from it, with
 its update rule (Disco103 by default, or actor-critic / policy gradient).
 The loop reports the average return of the episodes that ended in each
-iteration's rollout.
+iteration's rollout. It follows the reference step by step
+(`disco.eval.loop`), so that with the default config it reproduces the
+reference's curve, and can checkpoint and resume exactly.
 
-Two implementations share the configuration and the history they return:
-
-* the faithful loop (`EvalConfig.fast=False`, the default;
-  `disco.eval.loop`) follows the reference step by step, so that with
-  the default config it reproduces the reference's curve;
-* the fast path (`EvalConfig.fast=True`; `disco.eval.fast`) runs the same
-  update-rule maths fused on the device, with, through `run_eval_seeds`,
-  several seeds `vmap`ped together; its replay sampling uses JAX's
-  generator, so its curve is a different sample of the same process.
-
-Both can checkpoint into a directory and resume from it exactly (a run of
-N iterations resumed to 2N equals a straight run of 2N bit for bit).
+`EvalConfig(fast=True)` is a deprecated alias of the trainer
+(`disco.train.run_train` with `preset('colab')`; `to_train_config` gives
+the equivalent `TrainConfig`).
 
 Example:
 
@@ -30,7 +23,8 @@ Example:
 from collections.abc import Sequence
 import pathlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+import warnings
 
 from disco import configs
 from disco import files
@@ -41,7 +35,7 @@ from disco import run_checkpoints
 from disco import types
 from disco.devices import select_devices
 from disco.environments import registry
-from disco.eval import fast as eval_fast
+from disco.eval import history as eval_history
 from disco.eval import loop as eval_faithful
 from disco.eval.config import ACTOR_CRITIC
 from disco.eval.config import DISCO
@@ -57,6 +51,10 @@ from disco.learner import default_update_rule_params
 from disco.learner import make_agent_settings
 from disco.learner import make_value_function
 from disco.progress import ProgressFn
+
+if TYPE_CHECKING:
+  # disco.train imports disco.eval: at run time, imported where used.
+  from disco import train as train_lib  # pylint: disable=g-bad-import-order
 
 __all__ = [
     'ACTOR_CRITIC',
@@ -78,9 +76,12 @@ __all__ = [
     'run_eval_seeds',
     'seed_checkpoint_dir',
     'select_devices',
+    'to_train_config',
 ]
 
 PathLike = files.PathLike
+# Checkpoints of `EvalConfig(fast=True)` runs: the trainer's state.
+FAST_CHECKPOINT_KIND = 'disco-eval-fast'
 
 
 def progress_bar(
@@ -118,7 +119,7 @@ def seed_checkpoint_dir(
 ) -> pathlib.Path:
   """Where `run_eval_seeds(config, ...)` keeps the checkpoints of `seed`.
 
-  The fast path trains its seeds together and checkpoints them together in
+  With `fast=True` the seeds train together and checkpoint together in
   `checkpoint_dir`; the faithful loop runs them in turn, each in
   `checkpoint_dir/seed_<seed>`. (`run_eval` always uses `checkpoint_dir`.)
   """
@@ -145,15 +146,15 @@ def run_eval(
     progress_fn: called after every iteration with the number of
       iterations done and that iteration's scalar metrics ('env_steps',
       'avg_return', 'num_episodes' and, once learning has started, the
-      learner's logs). The fast path calls it after each chunk, for each of
-      the chunk's iterations. Not called for iterations restored from a
-      checkpoint.
+      learner's logs). With `fast=True` it is called after each chunk, for
+      each of the chunk's iterations. Not called for iterations restored
+      from a checkpoint.
     log_fn: called as `log_fn(seed, iteration, row)` for every iteration
       (from 1) with its row: 'env_steps', 'avg_return', 'total_return',
       'num_episodes', 'elapsed' and, once learning has started, the
       learner's logs. Not called for iterations restored from a checkpoint.
     checkpoint_dir: if set, checkpoints (`<checkpoint_dir>/step_<n>`) are
-      written every `config.checkpoint_every` iterations (the fast path:
+      written every `config.checkpoint_every` iterations (`fast=True`:
       at the first chunk end at or after each multiple) and at the end.
       Not supported for host environments ('catch-cpu').
     resume: continue from the newest checkpoint in `checkpoint_dir`, or
@@ -161,7 +162,7 @@ def run_eval(
       once. Only `eval_config.EXECUTION_FIELDS` may differ from the
       checkpoint's config. Without it, existing checkpoints are an error.
     handle_interrupts: the first Ctrl-C (SIGINT) finishes the current
-      iteration (fast path: chunk), checkpoints (with `checkpoint_dir`) and
+      iteration (`fast=True`: chunk), checkpoints (with `checkpoint_dir`) and
       raises `KeyboardInterrupt`; a second one interrupts at once. Without
       it no signal handler is installed.
 
@@ -203,7 +204,7 @@ def run_eval_seeds(
 ) -> list[EvalHistory]:
   """`run_eval` for several seeds (`config.seed` is replaced by each).
 
-  The fast path trains all seeds at once, `vmap`ped in one program, and
+  With `fast=True` all seeds train at once, `vmap`ped in one program, and
   checkpoints them together in `checkpoint_dir`; the faithful loop runs
   them one after the other, each checkpointing in `seed_checkpoint_dir`.
   On resume, seeds whose runs are complete return at once and seeds never
@@ -213,8 +214,8 @@ def run_eval_seeds(
     config: the runs' settings.
     seeds: the seeds, one run each.
     update_rule_params: as in `run_eval`.
-    progress_fn: as in `run_eval`. The fast path reports the first seed's
-      metrics; the faithful loop reports every seed's in turn, counting the
+    progress_fn: as in `run_eval`. With `fast=True` it reports the first
+      seed's metrics; the faithful loop reports every seed's in turn, counting the
       iterations of all seeds so far (up to `len(seeds) * num_steps`).
     log_fn: as in `run_eval`, for every seed.
     checkpoint_dir: as in `run_eval` (see `seed_checkpoint_dir`).
@@ -242,6 +243,80 @@ def run_eval_seeds(
   )
 
 
+def to_train_config(config: EvalConfig) -> 'train_lib.TrainConfig':
+  """The `disco.train.TrainConfig` that `config` with `fast=True` runs.
+
+  The `colab` preset with `config`'s settings: the per-device learner
+  batch, buffer and `learning_starts` times the devices
+  (`select_devices`), the buffer rounded down to whole rollouts, one log
+  row per iteration and the reference's rounding
+  (`taken_action_gradients=False`). `buffer_seed` and
+  `store_behaviour_outs` have no counterpart (the trainer draws replay
+  positions with the run's keys, and keeps the logits alone).
+  """
+  # pylint: disable-next=g-import-not-at-top
+  from disco import train
+
+  devices = len(select_devices(config.num_envs, config.max_devices))
+  per_device = config.num_envs // devices
+  capacity = config.buffer_capacity // per_device * config.num_envs
+  shared = set(EvalConfig.field_names()) & set(train.TrainConfig.field_names())
+  changes = {name: getattr(config, name) for name in shared} | dict(
+      num_envs=config.num_envs,
+      learner_batch_size=config.learner_batch_size * devices,
+      replay_fraction=1.0,
+      buffer_capacity=capacity,
+      learning_starts=min(config.learning_starts * devices, capacity),
+      eval_every=0,
+      eval_envs=config.num_envs,
+      max_devices=devices,
+      taken_action_gradients=False,
+      log_every_iteration=True,
+  )
+  return train.preset('colab', **changes)
+
+
+def _run_fast(
+    config: EvalConfig,
+    seeds: list[int],
+    update_rule_params: types.MetaParams | None,
+    progress_fn: ProgressFn | None,
+    log_fn: LogFn | None,
+    checkpoint_dir: PathLike | None,
+    resume: bool,
+    handle_interrupts: bool,
+) -> list[EvalHistory]:
+  """`fast=True`: the seeds through the trainer, `vmap`ped together."""
+  # pylint: disable-next=g-import-not-at-top
+  from disco.train import loop as train_loop
+
+  train_config = to_train_config(config)
+  trainer = train_loop.get_trainer(train_config, seeds, update_rule_params)
+  root = None
+  if checkpoint_dir is not None:
+    root = pathlib.Path(checkpoint_dir).expanduser()
+  checkpoints = run_checkpoints.RunCheckpoints(
+      root,
+      config,
+      seeds,
+      trainer.setup.update_rule_params,
+      trainer.num_devices,
+      kind=FAST_CHECKPOINT_KIND,
+  )
+  checkpoints.peek(resume)
+  rows = eval_history.TrainRows(config, progress_fn=progress_fn, log_fn=log_fn)
+  with interrupts.deferred_interrupts('chunk', handle_interrupts) as stop:
+    result = trainer.run(
+        train_config,
+        checkpoints=checkpoints,
+        resume=resume,
+        log_fn=rows.log,
+        progress_fn=rows.progress,
+        interrupted=stop,
+    )
+  return rows.histories(result.logs, result.seeds, result.params)
+
+
 def _run(
     config: EvalConfig,
     seeds: list[int],
@@ -263,6 +338,24 @@ def _run(
         'Checkpoints need a jittable environment: catch-cpu keeps numpy'
         ' random states inside its games, which a checkpoint cannot restore.'
         ' Use env="catch" or run without checkpoint_dir.'
+    )
+  if config.fast:
+    warnings.warn(
+        'EvalConfig(fast=True) is deprecated: use disco.train.run_train with'
+        " disco.train.preset('colab') (disco.eval.to_train_config(config)"
+        ' gives the same run).',
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return _run_fast(
+        config,
+        seeds,
+        update_rule_params,
+        progress_fn,
+        log_fn,
+        checkpoint_dir,
+        resume,
+        handle_interrupts,
     )
   setup = learner.build(config, update_rule_params)
 
@@ -294,25 +387,13 @@ def _run(
         log_fn=log_fn,
     )
 
-  what = 'chunk' if config.fast else 'iteration'
-  if config.fast:
-    checkpoints = _checkpoints(setup, seeds)
-    checkpoints.peek(resume)
-    with interrupts.deferred_interrupts(what, handle_interrupts) as stop:
-      return eval_fast.FastRun(setup, seeds).run(
-          [_recorder(setup, s, 0, i == 0) for i, s in enumerate(seeds)],
-          checkpoints,
-          resume=resume,
-          interrupted=stop,
-      )
-
   runs = [setup.for_seed(seed) for seed in seeds]
   seed_checkpoints = [_checkpoints(s, [s.config.seed]) for s in runs]
   for checkpoints in seed_checkpoints:  # Fail before anything runs.
     checkpoints.peek(resume)
   fns = eval_faithful.FaithfulFns.build(setup)
   histories = []
-  with interrupts.deferred_interrupts(what, handle_interrupts) as stop:
+  with interrupts.deferred_interrupts('iteration', handle_interrupts) as stop:
     for i, (run_setup, checkpoints) in enumerate(
         zip(runs, seed_checkpoints, strict=True)
     ):

@@ -12,5 +12,5 @@ from disco.train.config import agent_fields as agent_fields
 from disco.train.config import preset as preset
 from disco.train.loop import Trainer as Trainer
 from disco.train.loop import TrainResult as TrainResult
-from disco.train.loop import TrainState as TrainState
 from disco.train.loop import run_train as run_train
+from disco.train.program import TrainState as TrainState

@@ -99,6 +99,11 @@ class TrainConfig(configs.ConfigBase):
     compute_dtype: 'float32', or 'bfloat16' for mixed precision (matrix
       products in bfloat16; parameters, optimiser state, activations
       between layers and losses in float32; see `disco.precision`).
+    taken_action_gradients: differentiate the per-action outputs that the
+      rule reads at the taken actions there alone (`Agent`'s option: the
+      same gradient up to float rounding, for less work); False
+      differentiates every action as the reference does, keeping its
+      rounding.
     value_fn_dense: hidden sizes of the value network trained alongside a
       policy-gradient agent.
     value_fn_head_w_init_std: std of the init of that network's head.
@@ -114,6 +119,8 @@ class TrainConfig(configs.ConfigBase):
       environments and batches).
     steps_per_chunk: iterations per jitted call (one host round trip and one
       log row each).
+    log_every_iteration: log one row per iteration instead of one per chunk
+      (the chunk still makes one host round trip).
     checkpoint_every: with a checkpoint directory, checkpoint at the first
       chunk end at or after each multiple of this many iterations and at
       the end; 0 = only at the end and on interrupt.
@@ -142,6 +149,7 @@ class TrainConfig(configs.ConfigBase):
   agent_head_w_init_std: float = 1e-2
   agent_learning_rate: float = 1e-2
   compute_dtype: str = precision.FLOAT32
+  taken_action_gradients: bool = True
   # Value function of the policy-gradient baseline.
   value_fn_dense: tuple[int, ...] = (256, 256)
   value_fn_head_w_init_std: float = 1e-2
@@ -154,6 +162,7 @@ class TrainConfig(configs.ConfigBase):
   # Execution.
   max_devices: int | None = None
   steps_per_chunk: int = 25
+  log_every_iteration: bool = False
   checkpoint_every: int = 500
   keep_checkpoints: int = 2
 

@@ -1,32 +1,7 @@
-"""Training agents with a fixed update rule on any jittable environment.
+"""The trainer's host loop: `Trainer` (programs, state, chunks), `run_train`.
 
-The generalisation of the evaluation loop's fast path (`disco.eval.fast`):
-`num_envs` environments act in parallel on the device, their trajectories
-go to an on-device replay buffer, and each learner batch mixes
-`fresh_per_batch` trajectories of the newest rollout with
-`replay_per_batch` replayed ones (`TrainConfig`). Chunks of iterations run
-as one jitted program; several seeds are `vmap`ped together; the work is
-split over devices with `pmap` (gradients averaged over
-`devices.AXIS_NAME`, the axis the agent already takes).
-
-The same call on D devices computes what it computes on one, up to float
-rounding: every random draw is tied to a global index, never to a device.
-Environments are reset for all `num_envs` at once and sliced; each one
-samples its actions with its own key (`fold_in` of its global index);
-replay positions are drawn for the whole learner batch with one key and
-each device gathers the ones it holds (a masked `psum`, so every device
-sees the whole replayed batch and keeps its share). Each learner step's
-fresh part takes the environments whose index is k modulo
-`learner_steps_per_step`, which every device holds an equal share of.
-
-Evaluation episodes run on separate environment instances with the same
-policy (actions sampled), and are reported apart from training returns.
-
-Two things make it faster than the fast path at the same settings: the
-agent differentiates the per-action outputs that the rule reads at the
-taken actions only there (`Agent(taken_action_gradients=True)`: the same
-gradient, up to float rounding, for less work), and the learning program
-compiles in a background thread while the acting-only iterations run.
+The per-device program is in `disco.train.program`, the log rows in
+`disco.train.rows`.
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -37,32 +12,29 @@ import threading
 import time
 from typing import Any
 
-import chex
-import dm_env
 import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from disco import acting
-from disco import agent as agent_lib
 from disco import checkpoint as checkpoint_lib
 from disco import devices as devices_lib
 from disco import files
 from disco import interrupts
 from disco import learner
-from disco import precision
 from disco import progress
-from disco import replay as replay_lib
 from disco import run_checkpoints
 from disco import types
 from disco.environments import registry
+from disco.train import program
+from disco.train import rows as rows_lib
 from disco.train.config import AGENTS
 from disco.train.config import EXECUTION_FIELDS
 from disco.train.config import PRESETS
 from disco.train.config import TrainConfig
 from disco.train.config import agent_fields
 from disco.train.config import preset
+from disco.train.program import TrainState
 
 __all__ = [
     'AGENTS',
@@ -79,22 +51,10 @@ __all__ = [
 _AXIS = devices_lib.AXIS_NAME
 CHECKPOINT_KIND = 'disco-train'
 
-# (seed, row) -> None: one log row per seed and chunk.
+# (seed, row) -> None: one log row per seed and chunk (or iteration).
 LogFn = Callable[[int, Mapping[str, float]], None]
-
-
-@chex.dataclass(frozen=True)
-class TrainState:
-  """The trainer's carry, per device and seed (the whole checkpoint)."""
-
-  learner_state: agent_lib.LearnerState
-  value_state: types.ValueState | None
-  actor_state: hk.State
-  env_state: Any
-  timestep: types.EnvironmentTimestep
-  episode_returns: chex.Array  # [N / D] returns of the running episodes.
-  replay: replay_lib.ReplayState
-  rng: chex.PRNGKey
+# A chunk program: (learns, rows kept per iteration; 0 sums the iterations).
+_ProgramKey = tuple[bool, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,14 +64,15 @@ class TrainResult:
   Attributes:
     config: the run's settings.
     seeds: the seeds, in the order of `params` and of the logs' 'seed'.
-    logs: one row per seed and chunk (and per evaluation at step 0), as
-      columns: 'seed', 'step' (iterations done), 'env_steps',
-      'learner_steps', 'train_return' (mean return of the training episodes
-      that ended in the chunk; NaN if none), 'train_episodes',
-      'eval_return' (mean return of the evaluation episodes run at the
-      chunk's end; NaN when none ran), 'eval_episodes', 'elapsed' (seconds
-      since the run started or resumed) and the learner's logs averaged
-      over the chunk ('logs/<name>', NaN before learning starts).
+    logs: one row per seed and chunk (with `config.log_every_iteration`,
+      per seed and iteration; and per evaluation at step 0), as columns:
+      'seed', 'step' (iterations done), 'env_steps', 'learner_steps',
+      'train_return' (mean return of the training episodes that ended in
+      the chunk; NaN if none), 'train_episodes', 'eval_return' (mean return
+      of the evaluation episodes run at the chunk's end; NaN when none
+      ran), 'eval_episodes', 'elapsed' (seconds since the run started or
+      resumed) and the learner's logs averaged over the chunk
+      ('logs/<name>', NaN before learning starts).
     params: the agents' final network parameters, one tree per seed.
     num_devices: the devices the run used.
   """
@@ -148,56 +109,6 @@ def select_devices(config: TrainConfig) -> tuple[jax.Device, ...]:
   return tuple(available[:count])
 
 
-def _lane_keys(key: chex.PRNGKey, lanes: chex.Array) -> chex.Array:
-  """One key per environment: `fold_in(key, global index)` [n]."""
-  return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, lanes)
-
-
-def _local_lanes(num_local: int) -> chex.Array:
-  """This device's environments' global indices [num_local] (in `pmap`)."""
-  start = jax.lax.axis_index(_AXIS) * num_local
-  return start + jnp.arange(num_local, dtype=jnp.int32)
-
-
-def _gather_replayed(
-    state: replay_lib.ReplayState,
-    key: chex.PRNGKey,
-    num: int,
-    num_envs: int,
-    num_devices: int,
-) -> chex.ArrayTree:
-  """This device's share of `num` trajectories drawn from the whole buffer.
-
-  The buffer is a grid of rows (iterations, in ring order) by `num_envs`
-  environments, each device holding its environments' columns. Positions
-  are drawn uniformly over the filled rows and all environments with one
-  key; each device gathers the ones it holds, a `psum` gives every device
-  the whole batch [T, num, ...], and it keeps its `num / D` [T, num / D].
-  """
-  num_local = num_envs // num_devices
-  rows_filled = jnp.maximum(state.size // num_local, 1)
-  row_key, env_key = jax.random.split(key)
-  rows = jax.random.randint(row_key, (num,), 0, rows_filled)
-  envs = jax.random.randint(env_key, (num,), 0, num_envs)
-  if num_devices == 1:
-    slots = rows * num_local + envs
-    return jax.tree.map(lambda x: jnp.take(x, slots, axis=1), state.storage)
-  device = jax.lax.axis_index(_AXIS)
-  mine = envs // num_local == device
-  slots = jnp.where(mine, rows * num_local + envs % num_local, 0)
-
-  def _gather(store: chex.Array) -> chex.Array:
-    picked = jnp.take(store, slots, axis=1)
-    mask = mine.reshape((1, num) + (1,) * (picked.ndim - 2))
-    dtype = jnp.int32 if picked.dtype == jnp.bool_ else picked.dtype
-    whole = jax.lax.psum(jnp.where(mask, picked, 0).astype(dtype), _AXIS)
-    share = num // num_devices
-    mine_part = jax.lax.dynamic_slice_in_dim(whole, device * share, share, 1)
-    return mine_part.astype(picked.dtype)
-
-  return jax.tree.map(_gather, state.storage)
-
-
 class Trainer:
   """The jitted programs of one run's settings, for some seeds.
 
@@ -220,10 +131,10 @@ class Trainer:
       raise ValueError('Give at least one seed.')
     if len(set(self.seeds)) != len(self.seeds):
       raise ValueError(f'Seeds must differ, got {list(self.seeds)}.')
-    # Gradients through the taken actions only: the trainer need not keep
-    # the reference's rounding, and a learner step is cheaper.
     setup = learner.build(
-        config, update_rule_params, taken_action_gradients=True
+        config,
+        update_rule_params,
+        taken_action_gradients=config.taken_action_gradients,
     )
     self.setup = dataclasses.replace(setup, devices=select_devices(config))
     self.eval_env = registry.make_environment(
@@ -232,247 +143,43 @@ class Trainer:
         settings=dict(config.env_settings),
     )
     self._batched = len(self.seeds) > 1
-    init, chunk, evaluate = self._per_device_fns()
-    seeds_axis = jax.vmap if self._batched else lambda f, **_: f
-    devices = self.setup.devices
-    self._init = jax.pmap(seeds_axis(init), axis_name=_AXIS, devices=devices)
-    self._chunks = {
-        learn: jax.pmap(
-            seeds_axis(
-                functools.partial(chunk, learn=learn), in_axes=(0, None, None)
-            ),
-            axis_name=_AXIS,
-            devices=devices,
-            in_axes=(0, 0, None),
-            donate_argnums=(0,),
-        )
-        for learn in (False, True)
-    }
-    self._evaluate = jax.pmap(
-        seeds_axis(evaluate, in_axes=(0, 0)), axis_name=_AXIS, devices=devices
+    init, self._chunk_fn, evaluate = program.per_device_fns(
+        config, self.setup, self.eval_env
     )
-    # Background compilations of the chunk programs: learn -> (thread,
-    # errors).
-    self._compilations: dict[bool, tuple[threading.Thread, list]] = {}
+    devices = self.setup.devices
+    self._init = jax.pmap(
+        self._over_seeds(init), axis_name=_AXIS, devices=devices
+    )
+    self._evaluate = jax.pmap(
+        self._over_seeds(evaluate, in_axes=(0, 0)),
+        axis_name=_AXIS,
+        devices=devices,
+    )
+    # Chunk programs, built when first needed.
+    self._chunks: dict[_ProgramKey, Any] = {}
+    # Background compilations of chunk programs: (thread, errors).
+    self._compilations: dict[_ProgramKey, tuple[threading.Thread, list]] = {}
 
   @property
   def num_devices(self) -> int:
     return len(self.setup.devices)
 
-  # The per-device, per-seed functions.
+  def _over_seeds(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
+    return jax.vmap(fn, **kwargs) if self._batched else fn
 
-  def _per_device_fns(self) -> tuple[Callable[..., Any], ...]:
-    config, setup = self.config, self.setup
-    env, agent = setup.env, setup.agent
-    num_devices = len(setup.devices)
-    num_envs = config.num_envs
-    num_local = num_envs // num_devices
-    fresh = config.fresh_per_batch // num_devices
-    replayed = config.replay_per_batch
-    num_learner_steps = config.learner_steps_per_step
-    learn_fn = learner.make_learn_fn(setup)
-
-    def actor_step(
-        params: hk.Params, key: chex.PRNGKey, timestep: Any, state: Any
-    ) -> Any:
-      keys = _lane_keys(key, _local_lanes(timestep.reward.shape[0]))
-      return agent.actor_step(params, keys, timestep, state)
-
-    unroll = functools.partial(
-        acting.unroll_jittable_actor,
-        env=env,
-        rollout_len=config.rollout_len,
-        actor_step_fn=actor_step,
-    )
-
-    def init(seed_key: chex.PRNGKey) -> TrainState:
-      env_key, agent_key, loop_key = jax.random.split(seed_key, 3)
-      env_state, timestep = devices_lib.device_slice(
-          env.reset(env_key), num_devices
+  def _chunk(self, learn: bool, rows: int) -> Any:
+    """The chunk program that learns (or only acts), keeping `rows` rows."""
+    key = (learn, rows)
+    if key not in self._chunks:
+      fn = functools.partial(self._chunk_fn, learn=learn, rows=rows)
+      self._chunks[key] = jax.pmap(
+          self._over_seeds(fn, in_axes=(0, None, None)),
+          axis_name=_AXIS,
+          devices=self.setup.devices,
+          in_axes=(0, 0, None),
+          donate_argnums=(0,),
       )
-      learner_state = agent.initial_learner_state(agent_key)
-      actor_state = agent.initial_actor_state(agent_key)
-      example, *_ = jax.eval_shape(
-          unroll, learner_state.params, actor_state, timestep, env_state,
-          loop_key,
-      )  # fmt: skip
-      return TrainState(
-          learner_state=learner_state,
-          value_state=learner.init_value_state(setup, agent_key),
-          actor_state=actor_state,
-          env_state=env_state,
-          timestep=timestep,
-          episode_returns=jnp.zeros((num_local,), jnp.float32),
-          replay=replay_lib.init_replay_state(
-              acting.trim_agent_outs(example),
-              config.buffer_capacity // num_devices,
-          ),
-          rng=loop_key,
-      )
-
-    def learn(
-        state: TrainState,
-        rollout: types.ActorRollout,
-        replay: replay_lib.ReplayState,
-        rule_params: types.MetaParams,
-        key: chex.PRNGKey,
-    ) -> tuple[Any, Any, dict[str, jax.Array]]:
-      """The iteration's learner steps, each on its fresh part + replay."""
-      # [T, N / D, ...] -> [T, N / (D K), K, ...]: step k takes [:, :, k].
-      grouped = jax.tree.map(
-          lambda x: x.reshape(
-              x.shape[:1] + (-1, num_learner_steps) + x.shape[2:]
-          ),
-          rollout,
-      )
-
-      def step(carry: tuple[Any, Any], k: chex.Array) -> tuple[Any, Any]:
-        learner_state, value_state = carry
-        step_key = jax.random.fold_in(key, k)
-        sample_key, learner_key = jax.random.split(step_key)
-        parts = []
-        if fresh:
-          parts.append(jax.tree.map(lambda x: x[:, :, k], grouped))
-        if replayed:
-          parts.append(
-              _gather_replayed(
-                  replay, sample_key, replayed, num_envs, num_devices
-              )
-          )
-        batch = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *parts)
-        learner_state, value_state, logs = learn_fn(
-            learner_key,
-            batch,
-            learner_state,
-            state.actor_state,
-            rule_params,
-            value_state,
-        )
-        return (learner_state, value_state), logs
-
-      (learner_state, value_state), logs = jax.lax.scan(
-          step,
-          (state.learner_state, state.value_state),
-          jnp.arange(num_learner_steps),
-      )
-      logs = jax.tree.map(lambda x: jnp.mean(x, axis=0), logs)
-      return learner_state, value_state, jax.lax.pmean(logs, _AXIS)
-
-    def iteration(
-        state: TrainState, rule_params: types.MetaParams, learn_now: bool
-    ) -> tuple[TrainState, dict[str, Any]]:
-      rng, rollout_key, learner_key = jax.random.split(state.rng, 3)
-      rollout, actor_state, timestep, env_state = unroll(
-          state.learner_state.params,
-          state.actor_state,
-          state.timestep,
-          state.env_state,
-          rollout_key,
-      )
-      episode_returns, returns = acting.accumulate_rewards(
-          state.episode_returns, rollout.rewards, rollout.discounts
-      )
-      total, count = acting.episode_statistics(returns, rollout.discounts)
-      rollout = acting.trim_agent_outs(rollout)
-      replay = replay_lib.add_to_replay(state.replay, rollout)
-      outputs = dict(
-          total_return=jax.lax.psum(total.astype(jnp.float32), _AXIS),
-          num_episodes=jax.lax.psum(count.astype(jnp.float32), _AXIS),
-      )
-      learner_state, value_state = state.learner_state, state.value_state
-      if learn_now:
-        learner_state, value_state, outputs['logs'] = learn(
-            state, rollout, replay, rule_params, learner_key
-        )
-      new_state = TrainState(
-          learner_state=learner_state,
-          value_state=value_state,
-          actor_state=actor_state,
-          env_state=env_state,
-          timestep=timestep,
-          episode_returns=episode_returns,
-          replay=replay,
-          rng=rng,
-      )
-      return new_state, outputs
-
-    def chunk(
-        state: TrainState,
-        rule_params: types.MetaParams,
-        num_iterations: chex.Array,
-        *,
-        learn: bool,
-    ) -> tuple[TrainState, dict[str, Any]]:
-      """Runs `num_iterations` (traced) iterations; sums their outputs."""
-      _, example = jax.eval_shape(
-          functools.partial(iteration, learn_now=learn), state, rule_params
-      )
-      sums = jax.tree.map(lambda s: jnp.zeros((), s.dtype), example)
-
-      def body(_: chex.Array, carry: tuple[Any, Any]) -> tuple[Any, Any]:
-        state, sums = carry
-        state, outputs = iteration(state, rule_params, learn)
-        return state, jax.tree.map(jnp.add, sums, outputs)
-
-      # A traced trip count: chunks of any length share one program.
-      return jax.lax.fori_loop(0, num_iterations, body, (state, sums))
-
-    eval_env = self.eval_env
-    eval_local = config.eval_envs // num_devices
-
-    def evaluate(params: hk.Params, key: chex.PRNGKey) -> dict[str, Any]:
-      """One episode in each evaluation environment: return sum and count."""
-      reset_key, act_key = jax.random.split(key)
-      env_state, timestep = devices_lib.device_slice(
-          eval_env.reset(reset_key), num_devices
-      )
-      lanes = _local_lanes(eval_local)
-      zeros = jnp.zeros((eval_local,), jnp.float32)
-
-      def cond(carry: tuple[Any, ...]) -> chex.Array:
-        t, *_, done, _ = carry
-        return (t < config.eval_max_steps) & ~jnp.all(done)
-
-      def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
-        t, env_state, timestep, actor_state, acc, done, returns = carry
-        keys = _lane_keys(jax.random.fold_in(act_key, t), lanes)
-        actor_timestep, actor_state = agent.actor_step(
-            params, keys, timestep, actor_state
-        )
-        env_state, timestep = eval_env.step(env_state, actor_timestep.actions)
-        acc = acc + jnp.where(done, 0.0, timestep.reward)
-        ended = ~done & (timestep.step_type == dm_env.StepType.LAST)
-        returns = jnp.where(ended, acc, returns)
-        return (
-            t + 1,
-            env_state,
-            timestep,
-            actor_state,
-            acc,
-            done | ended,
-            returns,
-        )
-
-      actor_state = agent.initial_actor_state(act_key)
-      carry = (
-          jnp.int32(0),
-          env_state,
-          timestep,
-          actor_state,
-          zeros,
-          zeros > 1,
-          zeros,
-      )
-      *_, done, returns = jax.lax.while_loop(cond, body, carry)
-      return dict(
-          total_return=jax.lax.psum(jnp.sum(returns * done), _AXIS),
-          num_episodes=jax.lax.psum(jnp.sum(done.astype(jnp.float32)), _AXIS),
-      )
-
-    dtype = config.compute_dtype
-    return tuple(
-        precision.compute_in(dtype, fn) for fn in (init, chunk, evaluate)
-    )
+    return self._chunks[key]
 
   # Keys, state and checkpoints.
 
@@ -526,57 +233,63 @@ class Trainer:
     """Runs (or resumes) the seeds up to `config.num_steps`.
 
     `config` may differ from the trainer's in the fields its programs do not
-    depend on (`num_steps`, `eval_every`, checkpointing, chunking).
+    depend on (`num_steps`, `eval_every`, checkpointing, chunking, logging).
     """
     if _program_config(config) != _program_config(self.config):
       raise ValueError('config needs other programs than this trainer has.')
     ckpt = checkpoints.latest(resume)
     warmup = min(config.num_steps, self.num_warmup_steps())
+    kept = config.steps_per_chunk if config.log_every_iteration else 0
     if config.num_steps > max(warmup, 0 if ckpt is None else ckpt.step):
       # The learning program, the largest, compiles while the state is
-      # built and the acting-only iterations run: on two cores that hides
-      # most of the acting program's compilation and of the evaluation's.
-      self._compile_in_background(learn=True)
+      # built and the acting-only iterations run.
+      self._compile_in_background(learn=True, rows=kept)
     rows: list[dict[str, float]] = []
     step = 0
     if ckpt is None:
       state = self.initial_state()
     else:
       state = self.restore_state(ckpt.arrays)
-      rows = _rows_from_arrays(ckpt.arrays)
+      rows = rows_lib.from_arrays(ckpt.arrays)
       step = ckpt.step
     rule_params, _ = devices_lib.place_like_pmap(
         self.setup.devices, replicated=self.setup.update_rule_params
     )
     start = time.perf_counter()
+    warmup_steps = self.num_warmup_steps()
 
     def add_rows(
-        outputs: Mapping[str, Any], eval_outputs: Mapping[str, Any] | None
+        at: int,
+        outputs: Mapping[str, Any],
+        eval_outputs: Mapping[str, Any] | None,
     ) -> None:
       for s, seed in enumerate(self.seeds):
-        row = self._row(seed, s, step, outputs, eval_outputs)
+        row = rows_lib.make_row(
+            self.config, warmup_steps, seed, s, at, outputs, eval_outputs
+        )
         row['elapsed'] = time.perf_counter() - start
         rows.append(row)
         if log_fn is not None:
           log_fn(seed, row)
       if progress_fn is not None:
-        progress_fn(step, rows[-len(self.seeds)])
+        progress_fn(at, rows[-len(self.seeds)])
 
     def arrays() -> dict[str, np.ndarray]:
       out = checkpoint_lib.flatten_tree(state, 'state')
-      out.update(_rows_to_arrays(rows))
+      out.update(rows_lib.to_arrays(rows))
       return out
 
     if step == 0 and config.eval_every:
-      add_rows({}, self.evaluate(state, 0))
+      add_rows(0, {}, self.evaluate(state, 0))
     while step < config.num_steps:
       learn = step >= warmup
       end = config.num_steps if learn else warmup
       num = min(config.steps_per_chunk, end - step)
-      self._wait_for_compilation(learn)
-      state, outputs = self._chunks[learn](state, rule_params, np.int32(num))
-      outputs = jax.tree.map(np.atleast_1d, devices_lib.first_copy(outputs))
-      outputs['num_iterations'] = num
+      self._wait_for_compilation(learn, kept)
+      state, outputs = self._chunk(learn, kept)(
+          state, rule_params, np.int32(num)
+      )
+      outputs = devices_lib.first_copy(outputs)
       previous, step = step, step + num
       eval_outputs = None
       every = config.eval_every
@@ -584,7 +297,19 @@ class Trainer:
           step // every > previous // every or step == config.num_steps
       ):
         eval_outputs = self.evaluate(state, step)
-      add_rows(outputs, eval_outputs)
+      if kept:
+        if not self._batched:
+          outputs = jax.tree.map(lambda x: x[None], outputs)
+        for i in range(num):
+          add_rows(
+              previous + i + 1,
+              rows_lib.iteration_outputs(outputs, i),
+              eval_outputs if i == num - 1 else None,
+          )
+      else:
+        outputs = jax.tree.map(np.atleast_1d, outputs)
+        outputs['num_iterations'] = num
+        add_rows(step, outputs, eval_outputs)
       if interrupted():
         checkpoints.save(step, arrays)
         raise KeyboardInterrupt
@@ -601,7 +326,7 @@ class Trainer:
     return TrainResult(
         config=config,
         seeds=self.seeds,
-        logs=_columns(rows),
+        logs=rows_lib.columns(rows),
         params=per_seed,
         num_devices=self.num_devices,
     )
@@ -632,105 +357,42 @@ class Trainer:
         (state, rule_params),
     )
 
-  def _compile_in_background(self, learn: bool) -> None:
-    """Starts compiling chunk program `learn`, once per trainer.
+  def _compile_in_background(self, learn: bool, rows: int) -> None:
+    """Starts compiling chunk program (`learn`, `rows`), once per trainer.
 
     XLA releases the GIL while it compiles, so the caller goes on;
     `_wait_for_compilation` joins the thread before the program's first
     call, which finds it compiled (same shapes, dtypes and shardings)
     rather than compiling it again.
     """
-    if learn in self._compilations:
+    key = (learn, rows)
+    if key in self._compilations:
       return
     errors = []
+    chunk = self._chunk(learn, rows)
 
     def _compile() -> None:
       try:
         state, rule_params = self._abstract_chunk_inputs()
-        self._chunks[learn].lower(state, rule_params, np.int32(1)).compile()
+        chunk.lower(state, rule_params, np.int32(1)).compile()
       except Exception as e:  # pylint: disable=broad-exception-caught
         errors.append(e)
 
     thread = threading.Thread(target=_compile, daemon=True)
     thread.start()
-    self._compilations[learn] = (thread, errors)
+    self._compilations[key] = (thread, errors)
 
-  def _wait_for_compilation(self, learn: bool) -> None:
-    """Joins a background compilation of program `learn`, if one ran."""
-    if learn not in self._compilations:
+  def _wait_for_compilation(self, learn: bool, rows: int) -> None:
+    """Joins a background compilation of program (`learn`, `rows`), if any."""
+    key = (learn, rows)
+    if key not in self._compilations:
       return
-    thread, errors = self._compilations[learn]
+    thread, errors = self._compilations[key]
     thread.join()
     if errors:
       # The call compiles in the foreground instead, and raises there if
       # the program is broken.
-      del self._compilations[learn]
-
-  def _row(
-      self,
-      seed: int,
-      s: int,
-      step: int,
-      outputs: Mapping[str, Any],
-      eval_outputs: Mapping[str, Any] | None,
-  ) -> dict[str, float]:
-    """Seed `s`'s log row of a chunk ending at iteration `step`."""
-    config = self.config
-    warmup = self.num_warmup_steps()
-    nan = float('nan')
-    # Counts are ints, so that the CSV shows them as such.
-    row = dict(
-        seed=seed,
-        step=step,
-        env_steps=step * config.env_steps_per_step,
-        learner_steps=max(0, step - warmup) * config.learner_steps_per_step,
-        train_return=nan,
-        train_episodes=0,
-        eval_return=nan,
-        eval_episodes=0,
-    )
-    if 'total_return' in outputs:
-      count = int(outputs['num_episodes'][s])
-      row['train_episodes'] = count
-      row['train_return'] = (
-          float(outputs['total_return'][s]) / count if count else nan
-      )
-    if eval_outputs is not None:
-      count = int(eval_outputs['num_episodes'][s])
-      row['eval_episodes'] = count
-      row['eval_return'] = (
-          float(eval_outputs['total_return'][s]) / count if count else nan
-      )
-    for name, value in outputs.get('logs', {}).items():
-      row[f'logs/{name}'] = float(value[s]) / outputs['num_iterations']
-    return row
-
-
-def _columns(rows: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
-  """Rows as columns (NaN where a row lacks a column)."""
-  names = list(dict.fromkeys(k for row in rows for k in row))
-  return {
-      k: np.asarray([row.get(k, np.nan) for row in rows], np.float64)
-      for k in names
-  }
-
-
-def _rows_to_arrays(rows: Sequence[Mapping[str, float]]) -> dict[str, Any]:
-  return {f'logs/{k}': v for k, v in _columns(rows).items()} | {
-      'log_columns': run_checkpoints.json_array(list(_columns(rows)))
-  }
-
-
-def _rows_from_arrays(arrays: Mapping[str, np.ndarray]) -> list[dict]:
-  names = run_checkpoints.from_json_array(arrays['log_columns'])
-  columns = {k: arrays[f'logs/{k}'] for k in names}
-  num = len(columns[names[0]]) if names else 0
-  rows = []
-  for i in range(num):
-    rows.append(
-        {k: float(v[i]) for k, v in columns.items() if not np.isnan(v[i])}
-    )
-  return rows
+      del self._compilations[key]
 
 
 def _program_config(config: TrainConfig) -> TrainConfig:
@@ -742,6 +404,7 @@ def _program_config(config: TrainConfig) -> TrainConfig:
       keep_checkpoints=defaults.keep_checkpoints,
       steps_per_chunk=defaults.steps_per_chunk,
       eval_every=defaults.eval_every,
+      log_every_iteration=defaults.log_every_iteration,
   )
 
 
@@ -752,6 +415,17 @@ def _trainer_for(config: TrainConfig, seeds: tuple[int, ...]) -> Trainer:
   E.g. a run and its resumption with a larger `num_steps` compile once.
   """
   return Trainer(config, seeds)
+
+
+def get_trainer(
+    config: TrainConfig,
+    seeds: Sequence[int],
+    update_rule_params: types.MetaParams | None = None,
+) -> Trainer:
+  """The `Trainer` of `config` for `seeds` (shared while the rule's default)."""
+  if update_rule_params is None:
+    return _trainer_for(_program_config(config), tuple(int(s) for s in seeds))
+  return Trainer(config, seeds, update_rule_params)
 
 
 def run_train(
@@ -774,10 +448,11 @@ def run_train(
       `config.update_rule_params` (Disco103 by default; placeholders for
       the baselines).
     progress_fn: called after each chunk with the iterations done and the
-      first seed's log row.
+      first seed's log row (with `config.log_every_iteration`, once per
+      iteration of the chunk, with that iteration's row).
     log_fn: called as `log_fn(seed, row)` with each seed's row of each chunk
-      (see `TrainResult.logs`). Not called for rows restored from a
-      checkpoint.
+      (or iteration; see `TrainResult.logs`). Not called for rows restored
+      from a checkpoint.
     checkpoint_dir: if set, checkpoints go there (see
       `config.checkpoint_every`).
     resume: continue from the newest checkpoint in `checkpoint_dir` (or
@@ -799,10 +474,7 @@ def run_train(
   if resume and checkpoint_dir is None:
     raise ValueError('resume=True needs a checkpoint_dir.')
   seeds = tuple(config.seed + i for i in range(int(num_seeds)))
-  if update_rule_params is None:
-    trainer = _trainer_for(_program_config(config), seeds)
-  else:
-    trainer = Trainer(config, seeds, update_rule_params)
+  trainer = get_trainer(config, seeds, update_rule_params)
   root = None
   if checkpoint_dir is not None:
     root = pathlib.Path(checkpoint_dir).expanduser()

@@ -1,0 +1,106 @@
+"""The trainer's log rows: one per seed and chunk (or iteration), as columns.
+
+`make_row` turns a chunk's (or an iteration's) outputs into a seed's row;
+`columns` gathers rows into the columns of `TrainResult.logs`, and
+`to_arrays` / `from_arrays` keep them in a checkpoint.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from disco import run_checkpoints
+from disco.train.config import TrainConfig
+
+
+def make_row(
+    config: TrainConfig,
+    warmup: int,
+    seed: int,
+    s: int,
+    step: int,
+    outputs: Mapping[str, Any],
+    eval_outputs: Mapping[str, Any] | None,
+) -> dict[str, float]:
+  """Seed `s`'s log row of the iterations ending at iteration `step`.
+
+  Args:
+    config: the run's settings.
+    warmup: the iterations that only act (`Trainer.num_warmup_steps`).
+    seed: the seed, for the row's 'seed'.
+    s: its index in the outputs' leaves.
+    step: iterations done.
+    outputs: [S] sums over the iterations of 'total_return',
+      'num_episodes' and (once learning) 'logs', and 'num_iterations'
+      (how many); empty for a row of an evaluation alone.
+    eval_outputs: [S] 'total_return' and 'num_episodes' of the evaluation
+      at `step`, or None.
+
+  Returns:
+    The row (see `TrainResult.logs`).
+  """
+  nan = float('nan')
+  # Counts are ints, so that the CSV shows them as such.
+  row = dict(
+      seed=seed,
+      step=step,
+      env_steps=step * config.env_steps_per_step,
+      learner_steps=max(0, step - warmup) * config.learner_steps_per_step,
+      train_return=nan,
+      train_episodes=0,
+      eval_return=nan,
+      eval_episodes=0,
+  )
+  if 'total_return' in outputs:
+    count = int(outputs['num_episodes'][s])
+    row['train_episodes'] = count
+    row['train_return'] = (
+        float(outputs['total_return'][s]) / count if count else nan
+    )
+  if eval_outputs is not None:
+    count = int(eval_outputs['num_episodes'][s])
+    row['eval_episodes'] = count
+    row['eval_return'] = (
+        float(eval_outputs['total_return'][s]) / count if count else nan
+    )
+  for name, value in outputs.get('logs', {}).items():
+    row[f'logs/{name}'] = float(value[s]) / outputs['num_iterations']
+  return row
+
+
+def iteration_outputs(outputs: Mapping[str, Any], i: int) -> dict[str, Any]:
+  """Iteration `i`'s outputs, from a chunk's kept per iteration [S, rows]."""
+  one = jax.tree.map(lambda x: x[:, i], dict(outputs))
+  return one | dict(num_iterations=1)
+
+
+def columns(rows: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
+  """Rows as columns (NaN where a row lacks a column)."""
+  names = list(dict.fromkeys(k for row in rows for k in row))
+  return {
+      k: np.asarray([row.get(k, np.nan) for row in rows], np.float64)
+      for k in names
+  }
+
+
+def to_arrays(rows: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+  """The rows as flat checkpoint arrays ('logs/<column>', 'log_columns')."""
+  named = columns(rows)
+  return {f'logs/{k}': v for k, v in named.items()} | {
+      'log_columns': run_checkpoints.json_array(list(named))
+  }
+
+
+def from_arrays(arrays: Mapping[str, np.ndarray]) -> list[dict[str, float]]:
+  """Inverse of `to_arrays` (a row lacks the columns it had as NaN)."""
+  names = run_checkpoints.from_json_array(arrays['log_columns'])
+  columns = {k: arrays[f'logs/{k}'] for k in names}
+  num = len(columns[names[0]]) if names else 0
+  rows = []
+  for i in range(num):
+    rows.append(
+        {k: float(v[i]) for k, v in columns.items() if not np.isnan(v[i])}
+    )
+  return rows
