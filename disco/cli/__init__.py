@@ -23,6 +23,7 @@ from disco import checkpoint
 from disco import configs
 from disco import files
 from disco import logs
+from disco import progress
 from disco import weights
 from disco.cli import flags as flags_lib
 from disco.cli.flags import COMMON_FLAGS as COMMON_FLAGS
@@ -398,3 +399,60 @@ def run_command(command: Command, argv: Sequence[str] | None) -> int:
       functools.partial(_body, command),
       argv,
   )
+
+
+def entry_points(
+    command: Command,
+) -> tuple[
+    Callable[[], argparse.ArgumentParser],
+    Callable[[Sequence[str] | None], int],
+]:
+  """The command's `build_parser()` and `main(argv)` (its console script)."""
+
+  def build(cmd: Command = command) -> argparse.ArgumentParser:
+    return build_parser(cmd)
+
+  def run(argv: Sequence[str] | None = None) -> int:
+    """Runs the command; returns its exit status."""
+    return run_command(command, argv)
+
+  build.__doc__ = f'The parser of `{command.prog}`.'
+  return build, run
+
+
+def run_meta_steps(
+    run: Run,
+    run_fn: Callable[..., Any],
+    checkpoint_root: Callable[[pathlib.Path], pathlib.Path],
+    progress_bar: Callable[..., Any],
+) -> Any:
+  """Runs a meta-step loop (`run_meta_train`, `run_discovery`) with a bar.
+
+  The bar starts at the step the run resumes from.
+  """
+  start = 0
+  if run.args.resume:
+    start = checkpoint.latest_step(checkpoint_root(run.run_dir.checkpoints))
+  with progress_bar(
+      run.config.num_steps, initial=start or 0, enabled=run.args.progress
+  ) as bar:
+    return run_fn(
+        run.config,
+        progress_fn=progress.chain(run.log_step, bar),
+        checkpoint_dir=run.run_dir.checkpoints,
+        resume=run.args.resume,
+        handle_interrupts=True,
+    )
+
+
+def save_rule(
+    run: Run, result: Any, plots: Sequence[pathlib.Path], filename: str
+) -> list[pathlib.Path]:
+  """Saves a learned rule into the run directory; returns what was written."""
+  params = weights.save_update_rule_params(
+      result.update_rule_params, run.run_dir.path / filename
+  )
+  written = [params, run.run_dir.log, run.run_dir.config, *plots]
+  if result.checkpoint_path is not None:
+    written.append(result.checkpoint_path)
+  return written

@@ -21,12 +21,9 @@ import pathlib
 import sys
 from typing import Any
 
-from disco import checkpoint
 from disco import cli
 from disco import logs
-from disco import progress
 from disco import runtime
-from disco import weights
 from disco.discovery import config as discovery_config
 from disco.discovery import loop as discovery
 
@@ -80,32 +77,18 @@ def _add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(run: cli.Run) -> discovery.DiscoveryResult:
-  start = 0
-  if run.args.resume:
-    start = checkpoint.latest_step(
-        runtime.checkpoint_root(run.run_dir.checkpoints)
-    )
-  with discovery.progress_bar(
-      run.config.num_steps, initial=start or 0, enabled=run.args.progress
-  ) as bar:
-    return discovery.run_discovery(
-        run.config,
-        progress_fn=progress.chain(run.log_step, bar),
-        checkpoint_dir=run.run_dir.checkpoints,
-        resume=run.args.resume,
-        handle_interrupts=True,
-    )
+  return cli.run_meta_steps(
+      run,
+      discovery.run_discovery,
+      runtime.checkpoint_root,
+      discovery.progress_bar,
+  )
 
 
 def _finish(
     run: cli.Run, result: discovery.DiscoveryResult, plots: list[pathlib.Path]
 ) -> None:
-  params = weights.save_update_rule_params(
-      result.update_rule_params, run.run_dir.path / PARAMS_FILENAME
-  )
-  written = [params, run.run_dir.log, run.run_dir.config] + plots
-  if result.checkpoint_path is not None:
-    written.append(result.checkpoint_path)
+  written = cli.save_rule(run, result, plots, PARAMS_FILENAME)
   cli.report(PROG, written)
 
 
@@ -134,13 +117,7 @@ COMMAND = cli.Command(
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-  return cli.build_parser(COMMAND)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-  """Runs the command; returns its exit status."""
-  return cli.run_command(COMMAND, argv)
+build_parser, main = cli.entry_points(COMMAND)
 
 
 if __name__ == '__main__':

@@ -13,18 +13,14 @@ meta-step, streamed), `checkpoints/step_<n>/`, the final
 plots `rewards.png`, `meta_loss.png`, `meta_grad_norm.png`.
 """
 
-import argparse
 from collections.abc import Mapping, Sequence
 import pathlib
 import sys
 from typing import Any
 
-from disco import checkpoint
 from disco import cli
 from disco import logs
 from disco import meta_train
-from disco import progress
-from disco import weights
 
 PROG = 'disco-meta-train'
 PARAMS_FILENAME = 'update_rule_params.npz'
@@ -61,32 +57,18 @@ def write_plots(
 
 
 def _run(run: cli.Run) -> meta_train.MetaTrainResult:
-  start = 0
-  if run.args.resume:
-    start = checkpoint.latest_step(
-        meta_train.checkpoint_root(run.run_dir.checkpoints)
-    )
-  with meta_train.progress_bar(
-      run.config.num_steps, initial=start or 0, enabled=run.args.progress
-  ) as bar:
-    return meta_train.run_meta_train(
-        run.config,
-        progress_fn=progress.chain(run.log_step, bar),
-        checkpoint_dir=run.run_dir.checkpoints,
-        resume=run.args.resume,
-        handle_interrupts=True,
-    )
+  return cli.run_meta_steps(
+      run,
+      meta_train.run_meta_train,
+      meta_train.checkpoint_root,
+      meta_train.progress_bar,
+  )
 
 
 def _finish(
     run: cli.Run, result: meta_train.MetaTrainResult, plots: list[pathlib.Path]
 ) -> None:
-  params = weights.save_update_rule_params(
-      result.update_rule_params, run.run_dir.path / PARAMS_FILENAME
-  )
-  written = [params, run.run_dir.log, run.run_dir.config] + plots
-  if result.checkpoint_path is not None:
-    written.append(result.checkpoint_path)
+  written = cli.save_rule(run, result, plots, PARAMS_FILENAME)
   fraction = result.logs.get('pos_reward_fraction')
   if fraction is not None and len(fraction):
     print(
@@ -112,13 +94,7 @@ COMMAND = cli.Command(
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-  return cli.build_parser(COMMAND)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-  """Runs the command; returns its exit status."""
-  return cli.run_command(COMMAND, argv)
+build_parser, main = cli.entry_points(COMMAND)
 
 
 if __name__ == '__main__':

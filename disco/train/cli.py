@@ -174,13 +174,7 @@ COMMAND = cli.Command(
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-  return cli.build_parser(COMMAND)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-  """Runs the command; returns its exit status."""
-  return cli.run_command(COMMAND, argv)
+build_parser, main = cli.entry_points(COMMAND)
 
 
 if __name__ == '__main__':
