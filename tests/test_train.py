@@ -105,7 +105,7 @@ def test_the_learning_program_compiles_once_in_the_background(monkeypatch):
   # earlier test's programs are reused.
   config = _tiny(num_steps=3, learning_starts=4, buffer_capacity=8)
   trainer = train.Trainer(config, [config.seed])
-  monkeypatch.setattr(train_loop, '_trainer_for', lambda *_: trainer)
+  monkeypatch.setattr(train_loop, '_TRAINERS', lambda *_: trainer)
   compiles = []
 
   def listener(name: str, duration: float, **kwargs) -> None:

@@ -85,29 +85,15 @@ FAST_CHECKPOINT_KIND = 'disco-eval-fast'
 
 
 def progress_bar(
-    total: int,
-    description: str = '',
-    *,
-    postfix: Sequence[str] = ('avg_return',),
-    **kwargs: Any,
+    total: int, description: str = '', **kwargs: Any
 ) -> progress.ProgressBar:
-  """A `progress.ProgressBar` of iterations showing the latest average return.
+  """`progress.progress_bar(progress.EVAL, ...)`: iterations, average return.
 
   Use it as `run_eval`'s `progress_fn`, as a context manager:
   `with progress_bar(config.num_steps) as bar: run_eval(config,
   progress_fn=bar)`.
-
-  Args:
-    total: the iteration the bar ends at.
-    description: shown before the bar.
-    postfix: names of metrics shown after the bar.
-    **kwargs: the other `progress.ProgressBar` arguments (`initial`,
-      `enabled`, ...).
-
-  Returns:
-    The open bar.
   """
-  return progress.ProgressBar(total, description, postfix=postfix, **kwargs)
+  return progress.progress_bar(progress.EVAL, total, description, **kwargs)
 
 
 # The earlier spelling of `progress_bar`.
@@ -292,28 +278,19 @@ def _run_fast(
 
   train_config = to_train_config(config)
   trainer = train_loop.get_trainer(train_config, seeds, update_rule_params)
-  root = None
-  if checkpoint_dir is not None:
-    root = pathlib.Path(checkpoint_dir).expanduser()
-  checkpoints = run_checkpoints.RunCheckpoints(
-      root,
-      config,
-      seeds,
-      trainer.setup.update_rule_params,
-      trainer.num_devices,
-      kind=FAST_CHECKPOINT_KIND,
+  checkpoints = trainer.checkpoints(
+      checkpoint_dir, config, kind=FAST_CHECKPOINT_KIND
   )
   checkpoints.peek(resume)
   rows = eval_history.TrainRows(config, progress_fn=progress_fn, log_fn=log_fn)
-  with interrupts.deferred_interrupts('chunk', handle_interrupts) as stop:
-    result = trainer.run(
-        train_config,
-        checkpoints=checkpoints,
-        resume=resume,
-        log_fn=rows.log,
-        progress_fn=rows.progress,
-        interrupted=stop,
-    )
+  result = trainer.run(
+      train_config,
+      checkpoints=checkpoints,
+      resume=resume,
+      log_fn=rows.log,
+      progress_fn=rows.progress,
+      handle_interrupts=handle_interrupts,
+  )
   return rows.histories(result.logs, result.seeds, result.params)
 
 

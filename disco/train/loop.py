@@ -5,10 +5,10 @@ The per-device program is in `disco.train.program`, the log rows in
 """
 
 from collections.abc import Callable, Mapping, Sequence
+import contextlib
 import dataclasses
 import functools
 import pathlib
-import threading
 import time
 from typing import Any
 
@@ -18,12 +18,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from disco import checkpoint as checkpoint_lib
+from disco import configs
 from disco import devices as devices_lib
 from disco import files
-from disco import interrupts
 from disco import learner
 from disco import progress
 from disco import run_checkpoints
+from disco import runtime
 from disco import types
 from disco.environments import registry
 from disco.train import program
@@ -157,8 +158,7 @@ class Trainer:
     )
     # Chunk programs, built when first needed.
     self._chunks: dict[_ProgramKey, Any] = {}
-    # Background compilations of chunk programs: (thread, errors).
-    self._compilations: dict[_ProgramKey, tuple[threading.Thread, list]] = {}
+    self._compiler = runtime.BackgroundCompile()
 
   @property
   def num_devices(self) -> int:
@@ -212,6 +212,28 @@ class Trainer:
     config = self.config
     return -(-config.learning_starts // config.num_envs) - 1
 
+  def checkpoints(
+      self,
+      checkpoint_dir: files.PathLike | None,
+      config: configs.ConfigBase,
+      **kwargs: Any,
+  ) -> run_checkpoints.RunCheckpoints:
+    """The checkpoints of a run of `config` in `checkpoint_dir` (None: none).
+
+    `kwargs` are the other `RunCheckpoints` arguments (`kind`, ...).
+    """
+    root = None
+    if checkpoint_dir is not None:
+      root = pathlib.Path(checkpoint_dir).expanduser()
+    return run_checkpoints.RunCheckpoints(
+        root,
+        config,
+        self.seeds,
+        self.setup.update_rule_params,
+        self.num_devices,
+        **kwargs,
+    )
+
   def evaluate(self, state: TrainState, step: int) -> dict[str, np.ndarray]:
     """[S] total return and count of one evaluation episode per instance."""
     # Keys tied to the step, so a resumed run evaluates as a straight one.
@@ -228,108 +250,113 @@ class Trainer:
       resume: bool,
       log_fn: LogFn | None,
       progress_fn: progress.ProgressFn | None,
-      interrupted: Callable[[], bool],
+      handle_interrupts: bool,
   ) -> TrainResult:
     """Runs (or resumes) the seeds up to `config.num_steps`.
 
     `config` may differ from the trainer's in the fields its programs do not
     depend on (`num_steps`, `eval_every`, checkpointing, chunking, logging).
+    With `handle_interrupts`, the first Ctrl-C finishes the chunk,
+    checkpoints and raises `KeyboardInterrupt`.
     """
     if _program_config(config) != _program_config(self.config):
       raise ValueError('config needs other programs than this trainer has.')
-    ckpt = checkpoints.latest(resume)
-    warmup = min(config.num_steps, self.num_warmup_steps())
-    kept = config.steps_per_chunk if config.log_every_iteration else 0
-    if config.num_steps > max(warmup, 0 if ckpt is None else ckpt.step):
-      # The learning program, the largest, compiles while the state is
-      # built and the acting-only iterations run.
-      self._compile_in_background(learn=True, rows=kept)
-    rows: list[dict[str, float]] = []
-    step = 0
-    if ckpt is None:
-      state = self.initial_state()
-    else:
-      state = self.restore_state(ckpt.arrays)
-      rows = rows_lib.from_arrays(ckpt.arrays)
-      step = ckpt.step
-    rule_params, _ = devices_lib.place_like_pmap(
-        self.setup.devices, replicated=self.setup.update_rule_params
-    )
-    start = time.perf_counter()
-    warmup_steps = self.num_warmup_steps()
-
-    def add_rows(
-        at: int,
-        outputs: Mapping[str, Any],
-        eval_outputs: Mapping[str, Any] | None,
-    ) -> None:
-      for s, seed in enumerate(self.seeds):
-        row = rows_lib.make_row(
-            self.config, warmup_steps, seed, s, at, outputs, eval_outputs
-        )
-        row['elapsed'] = time.perf_counter() - start
-        rows.append(row)
-        if log_fn is not None:
-          log_fn(seed, row)
-      if progress_fn is not None:
-        progress_fn(at, rows[-len(self.seeds)])
-
-    def arrays() -> dict[str, np.ndarray]:
-      out = checkpoint_lib.flatten_tree(state, 'state')
-      out.update(rows_lib.to_arrays(rows))
-      return out
-
-    if step == 0 and config.eval_every:
-      add_rows(0, {}, self.evaluate(state, 0))
-    while step < config.num_steps:
-      learn = step >= warmup
-      end = config.num_steps if learn else warmup
-      num = min(config.steps_per_chunk, end - step)
-      self._wait_for_compilation(learn, kept)
-      state, outputs = self._chunk(learn, kept)(
-          state, rule_params, np.int32(num)
-      )
-      outputs = devices_lib.first_copy(outputs)
-      previous, step = step, step + num
-      eval_outputs = None
-      every = config.eval_every
-      if every and (
-          step // every > previous // every or step == config.num_steps
-      ):
-        eval_outputs = self.evaluate(state, step)
-      if kept:
-        if not self._batched:
-          outputs = jax.tree.map(lambda x: x[None], outputs)
-        for i in range(num):
-          add_rows(
-              previous + i + 1,
-              rows_lib.iteration_outputs(outputs, i),
-              eval_outputs if i == num - 1 else None,
-          )
+    with runtime.stop_on_interrupt('chunk', handle_interrupts) as stop:
+      ckpt = checkpoints.latest(resume)
+      warmup = min(config.num_steps, self.num_warmup_steps())
+      kept = config.steps_per_chunk if config.log_every_iteration else 0
+      wait_for_learning = None
+      if config.num_steps > max(warmup, 0 if ckpt is None else ckpt.step):
+        # The learning program, the largest, compiles while the state is
+        # built and the acting-only iterations run.
+        wait_for_learning = self._compile_in_background(learn=True, rows=kept)
+      rows: list[dict[str, float]] = []
+      step = 0
+      if ckpt is None:
+        state = self.initial_state()
       else:
-        outputs = jax.tree.map(np.atleast_1d, outputs)
-        outputs['num_iterations'] = num
-        add_rows(step, outputs, eval_outputs)
-      if interrupted():
-        checkpoints.save(step, arrays)
-        raise KeyboardInterrupt
-      checkpoints.save(step, arrays, due_since=previous)
-    checkpoints.save(step, arrays)
+        state = self.restore_state(ckpt.arrays)
+        rows = rows_lib.from_arrays(ckpt.arrays)
+        step = ckpt.step
+      rule_params, _ = devices_lib.place_like_pmap(
+          self.setup.devices, replicated=self.setup.update_rule_params
+      )
+      start = time.perf_counter()
+      warmup_steps = self.num_warmup_steps()
 
-    params = devices_lib.first_copy(state.learner_state.params)
-    per_seed = [
-        jax.tree.map(lambda x, s=s: np.asarray(x[s]), params)
-        if self._batched
-        else jax.device_get(params)
-        for s in range(len(self.seeds))
-    ]
-    return TrainResult(
-        config=config,
-        seeds=self.seeds,
-        logs=rows_lib.columns(rows),
-        params=per_seed,
-        num_devices=self.num_devices,
-    )
+      def add_rows(
+          at: int,
+          outputs: Mapping[str, Any],
+          eval_outputs: Mapping[str, Any] | None,
+      ) -> None:
+        for s, seed in enumerate(self.seeds):
+          row = rows_lib.make_row(
+              self.config, warmup_steps, seed, s, at, outputs, eval_outputs
+          )
+          row['elapsed'] = time.perf_counter() - start
+          rows.append(row)
+          if log_fn is not None:
+            log_fn(seed, row)
+        if progress_fn is not None:
+          progress_fn(at, rows[-len(self.seeds)])
+
+      def arrays() -> dict[str, np.ndarray]:
+        out = checkpoint_lib.flatten_tree(state, 'state')
+        out.update(rows_lib.to_arrays(rows))
+        return out
+
+      if step == 0 and config.eval_every:
+        add_rows(0, {}, self.evaluate(state, 0))
+      while step < config.num_steps:
+        learn = step >= warmup
+        end = config.num_steps if learn else warmup
+        num = min(config.steps_per_chunk, end - step)
+        if learn and wait_for_learning is not None:
+          wait_for_learning()
+          wait_for_learning = None
+        state, outputs = self._chunk(learn, kept)(
+            state, rule_params, np.int32(num)
+        )
+        outputs = devices_lib.first_copy(outputs)
+        previous, step = step, step + num
+        eval_outputs = None
+        # At the first chunk end at or after each multiple, and at the end.
+        if config.eval_every and (
+            runtime.is_due(step, config.eval_every, since=previous)
+            or step == config.num_steps
+        ):
+          eval_outputs = self.evaluate(state, step)
+        if kept:
+          if not self._batched:
+            outputs = jax.tree.map(lambda x: x[None], outputs)
+          for i in range(num):
+            add_rows(
+                previous + i + 1,
+                rows_lib.iteration_outputs(outputs, i),
+                eval_outputs if i == num - 1 else None,
+            )
+        else:
+          outputs = jax.tree.map(np.atleast_1d, outputs)
+          outputs['num_iterations'] = num
+          add_rows(step, outputs, eval_outputs)
+        stop(lambda: checkpoints.save(step, arrays))  # pylint: disable=cell-var-from-loop
+        checkpoints.save(step, arrays, due_since=previous)
+      checkpoints.save(step, arrays)
+
+      params = devices_lib.first_copy(state.learner_state.params)
+      per_seed = [
+          jax.tree.map(lambda x, s=s: np.asarray(x[s]), params)
+          if self._batched
+          else jax.device_get(params)
+          for s in range(len(self.seeds))
+      ]
+      return TrainResult(
+          config=config,
+          seeds=self.seeds,
+          logs=rows_lib.columns(rows),
+          params=per_seed,
+          num_devices=self.num_devices,
+      )
 
   def _abstract_chunk_inputs(self) -> tuple[Any, Any]:
     """Shapes, dtypes and shardings of a chunk's (state, rule parameters).
@@ -357,64 +384,52 @@ class Trainer:
         (state, rule_params),
     )
 
-  def _compile_in_background(self, learn: bool, rows: int) -> None:
+  def _compile_in_background(
+      self, learn: bool, rows: int
+  ) -> Callable[[], None]:
     """Starts compiling chunk program (`learn`, `rows`), once per trainer.
 
-    XLA releases the GIL while it compiles, so the caller goes on;
-    `_wait_for_compilation` joins the thread before the program's first
-    call, which finds it compiled (same shapes, dtypes and shardings)
-    rather than compiling it again.
+    Returns a function to call before the program's first call, which then
+    finds it compiled. If the compilation failed, that call compiles it in
+    the foreground instead, and raises there if the program is broken.
     """
-    key = (learn, rows)
-    if key in self._compilations:
-      return
-    errors = []
     chunk = self._chunk(learn, rows)
 
     def _compile() -> None:
-      try:
-        state, rule_params = self._abstract_chunk_inputs()
-        chunk.lower(state, rule_params, np.int32(1)).compile()
-      except Exception as e:  # pylint: disable=broad-exception-caught
-        errors.append(e)
+      state, rule_params = self._abstract_chunk_inputs()
+      chunk.lower(state, rule_params, np.int32(1)).compile()
 
-    thread = threading.Thread(target=_compile, daemon=True)
-    thread.start()
-    self._compilations[key] = (thread, errors)
+    wait = self._compiler.start(_compile, key=(learn, rows))
 
-  def _wait_for_compilation(self, learn: bool, rows: int) -> None:
-    """Joins a background compilation of program (`learn`, `rows`), if any."""
-    key = (learn, rows)
-    if key not in self._compilations:
-      return
-    thread, errors = self._compilations[key]
-    thread.join()
-    if errors:
-      # The call compiles in the foreground instead, and raises there if
-      # the program is broken.
-      del self._compilations[key]
+    def _wait() -> None:
+      with contextlib.suppress(Exception):
+        wait()
+
+    return _wait
+
+
+# The fields the programs do not depend on, and the value the cache uses.
+_NEUTRAL = {
+    name: getattr(TrainConfig(), name)
+    for name in (
+        'num_steps',
+        'checkpoint_every',
+        'keep_checkpoints',
+        'steps_per_chunk',
+        'eval_every',
+        'log_every_iteration',
+    )
+}
 
 
 def _program_config(config: TrainConfig) -> TrainConfig:
   """`config` with the fields the programs do not depend on reset."""
-  defaults = TrainConfig()
-  return config.replace(
-      num_steps=defaults.num_steps,
-      checkpoint_every=defaults.checkpoint_every,
-      keep_checkpoints=defaults.keep_checkpoints,
-      steps_per_chunk=defaults.steps_per_chunk,
-      eval_every=defaults.eval_every,
-      log_every_iteration=defaults.log_every_iteration,
-  )
+  return config.replace(**_NEUTRAL)
 
 
-@functools.lru_cache(maxsize=4)
-def _trainer_for(config: TrainConfig, seeds: tuple[int, ...]) -> Trainer:
-  """A `Trainer` (its compiled programs) shared by runs of one setting.
-
-  E.g. a run and its resumption with a larger `num_steps` compile once.
-  """
-  return Trainer(config, seeds)
+# A `Trainer` (its compiled programs) shared by runs of one setting: e.g. a
+# run and its resumption with a larger `num_steps` compile once.
+_TRAINERS = runtime.ProgramCache(Trainer, neutral=_NEUTRAL)
 
 
 def get_trainer(
@@ -424,7 +439,7 @@ def get_trainer(
 ) -> Trainer:
   """The `Trainer` of `config` for `seeds` (shared while the rule's default)."""
   if update_rule_params is None:
-    return _trainer_for(_program_config(config), tuple(int(s) for s in seeds))
+    return _TRAINERS(config, tuple(int(s) for s in seeds))
   return Trainer(config, seeds, update_rule_params)
 
 
@@ -475,26 +490,16 @@ def run_train(
     raise ValueError('resume=True needs a checkpoint_dir.')
   seeds = tuple(config.seed + i for i in range(int(num_seeds)))
   trainer = get_trainer(config, seeds, update_rule_params)
-  root = None
-  if checkpoint_dir is not None:
-    root = pathlib.Path(checkpoint_dir).expanduser()
-  checkpoints = run_checkpoints.RunCheckpoints(
-      root,
+  return trainer.run(
       config,
-      seeds,
-      trainer.setup.update_rule_params,
-      trainer.num_devices,
-      kind=CHECKPOINT_KIND,
-      execution_fields=EXECUTION_FIELDS,
+      checkpoints=trainer.checkpoints(
+          checkpoint_dir,
+          config,
+          kind=CHECKPOINT_KIND,
+          execution_fields=EXECUTION_FIELDS,
+      ),
+      resume=resume,
+      log_fn=log_fn,
+      progress_fn=progress_fn,
+      handle_interrupts=handle_interrupts,
   )
-  with interrupts.deferred_interrupts(
-      'chunk', enabled=handle_interrupts
-  ) as interrupted:
-    return trainer.run(
-        config,
-        checkpoints=checkpoints,
-        resume=resume,
-        log_fn=log_fn,
-        progress_fn=progress_fn,
-        interrupted=interrupted,
-    )
