@@ -2,23 +2,7 @@
 
 A checkpoint is one directory, `<root>/step_<step>/`, holding
 
-* `update_rule_params.npz`: update-rule parameters in the flat layout of
-  `disco_103.npz` (written by `disco.weights.save_update_rule_params`), so
-  `disco.weights.load_update_rule_params`, `run_eval` and `disco-eval` read
-  it as they read Disco103;
-* `state.npz`: every other array needed to resume (any pytree, flattened
-  under '/'-joined key paths), e.g. optimiser and agent states, random keys
-  and per-step logs;
-* `checkpoint.json`: the format version, the step, caller metadata (e.g. the
-  run's config) and the SHA-256 of both archives.
-
-The directory is written under a temporary name and renamed into place
-once complete and flushed, so a reader (or a run killed mid-write) never
-sees a partial checkpoint. Loading verifies the digests and reports a
-corrupt or truncated checkpoint with `CheckpointCorruptError`; restoring
-arrays into a caller's tree reports missing or unexpected keys, or changed
-shapes or dtypes, with `CheckpointMismatchError`. Existing checkpoints are
-never overwritten.
+Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Mapping

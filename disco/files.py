@@ -1,14 +1,6 @@
 """File and tree helpers shared by the weights, checkpoint and CLI modules.
 
-* Durable, atomic writes: a file (or a whole directory) is written under a
-  temporary name in its destination's directory, flushed and fsynced, then
-  renamed into place, so readers, and runs killed mid-write, never see a
-  partial result.
-* SHA-256 digests of files.
-* '/'-joined names of pytree leaves (`a/b/0`), as used for the keys of
-  `.npz` archives, and one reporter of how two trees differ (missing and
-  unexpected keys, leaves of another shape or dtype), so that every
-  structure check in the package words its error the same way.
+Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Iterator, Mapping, Sequence

@@ -1,53 +1,6 @@
 """`DiscoveryConfig`: the paper's discovery recipe as settings.
 
-The reference's meta-training colab (`MetaTrainConfig`, which stays the
-default of `disco-meta-train` and keeps its parity) trains one population on
-one environment with one shared Adam. The paper (Oh et al., Nature 648,
-2025, Methods and Supplement) discovered Disco57 and Disco103 with more
-machinery, which this config describes:
-
-* a population across environments (`population`: environment specs and
-  how many members each gets; Disco103 used two members per environment);
-* lifetimes: a member's agent is reset once it has taken its budget of
-  environment steps, the budget drawn from `lifetime_budgets` with weight
-  proportional to 1 / budget (so each budget gets the same experience);
-* the meta-gradient back-propagated over a window of `num_inner_steps`
-  agent updates (K = 20 in the paper), rematerialised per update;
-* a meta-value function trained with V-trace (discount 0.997, lambda 0.95)
-  whose advantages are normalised by EMAs over the agent's lifetime
-  (decay 0.99), on `valid_envs` fresh trajectories per meta-step (48);
-* a separate Adam per member (step 1e-3, gradients clipped to global norm
-  1.0), their updates averaged: eta <- eta + mean_i Adam_i(g_i);
-* agents optimised with Adam 3e-4 on batches of 96 trajectories of 29
-  steps, 90% replayed and 10% fresh.
-
-Not given by the paper and chosen here: the agent network (the colab's MLP
-agent), the meta-value network (the colab's), the replay capacity, the
-regulariser weights (the colab's), how the window slides (by K: each
-meta-step takes the next K updates, the agent carrying its state on), that
-a window's K fresh rollouts are acted with the parameters at the window's
-start (the meta-gradient never flows through acting), what a reset renews
-(the agent, its replay and its meta-value function; environments and the
-member's meta-optimiser go on) and the number of meta-steps.
-
-Presets (`PRESETS`, `preset`): `paper` (the numbers above, lifetimes of
-{200M, 100M, 50M, 20M} steps) and `local` (the defaults: a small mixed
-suite for a 2-core CPU, about an hour: three environments with two
-members each, K = 2, batches of 16 fresh and 16 replayed trajectories of
-16 steps, small agents).
-
-`local` scales the paper's lifetimes by agent updates, not by environment
-steps: the paper's shortest lifetime (20M steps at 96 x 29 steps per
-update) is about 7,000 agent updates; `local`'s are {8M, 4M, 2M, 0.8M}
-steps, about {10,400, 5,200, 2,600, 1,040} updates at its 1,536 steps per
-meta-step of 2 updates. Much shorter lifetimes stop discovery from a
-random rule: its per-lifetime meta-LSTM starts at zero, and its output
-multiplies the meta-network's per-step features through a linear layer
-whose bias starts at zero (`meta_nets._multiplicative_interaction`), so a
-random rule's targets ignore the trajectory until an agent has taken
-several hundred updates. The small agents learn with a step size of 2e-3
-(the paper's 3e-4 is for its larger agents; at 5e-4 they move too little
-per update). The README's discovery section has the measurements.
+Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Mapping, Sequence

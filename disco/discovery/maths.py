@@ -5,25 +5,7 @@ buffer, meta-value function, lifetime and meta-optimiser state
 (`MemberState`), learns with the update rule. One meta-step
 (`discovery_step`, one device's share inside `pmap`), for every member:
 
-1. act K rollouts of `rollout_len` steps on its `fresh_per_batch`
-   environments and a validation rollout twice as long on its `valid_envs`
-   others, all with the parameters at the window's start;
-2. add the K rollouts to its replay buffer and draw K batches of
-   `replay_per_batch` trajectories; agent update k learns on fresh rollout k
-   and replayed batch k;
-3. take the meta-gradient through those K updates
-   (`meta_train.calculate_meta_gradient`, rematerialised per update) and
-   turn it into an update with the member's own meta-optimiser (clip, then
-   Adam);
-4. count the environment steps of its lifetime; once they reach its budget,
-   start a new lifetime: a fresh agent, meta-value function and replay
-   buffer, and a new budget drawn with weight proportional to 1 / budget.
-
-The rule moves by the mean of the members' updates over the whole
-population (all groups, all devices). Members that share an environment
-form a group and are `vmap`ped; groups are unrolled in one program. Every
-random draw of member i comes from `fold_in(key, i)` with i its index in
-the population, so a run gives the same members whatever the devices.
+Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Sequence

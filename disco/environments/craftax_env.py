@@ -1,36 +1,6 @@
 """Craftax as batched, jittable `disco` environments.
 
-`CraftaxEnvironment` wraps Craftax-Classic or Craftax with symbolic
-observations (flat float32 vectors), from the `craftax` package (the
-optional `craftax` extra). Craftax's environments have gymnax's functional
-API, so this is a `disco.environments.gymnax_env.GymnaxApiEnvironment` and
-follows its conventions (see that module's docstring): auto-reset, LAST on
-termination or truncation, one key per environment in the state, float32
-observations, scalar int32 actions, strongly typed outputs; everything works
-under `jit`, `vmap` and `lax.scan`.
-
-Episodes end when the player dies, or are truncated at
-`EnvParams.max_timesteps` steps (10,000 by default); both are LAST. Rewards
-are Craftax's own: +1 for each achievement unlocked for the first time in
-the episode, plus 0.1 times the change in health.
-
-Automatic resets. Craftax's `...AutoReset` classes generate a new world on
-every step and keep it only where the episode ended, and world generation
-costs about 30 times a step. The adapter therefore wraps Craftax's
-`...NoAutoReset` classes and generates a world only for the environments
-whose episode ended (`auto_resets=False` of the base class). Its keys are
-split exactly as the `...AutoReset` classes split theirs, so the results are
-those of driving those classes one environment at a time, only cheaper.
-(Not always bit for bit those of a `vmap`ped `...AutoReset` class: world
-generation thresholds float noise, and XLA may compute the entries of a
-batch slightly differently, which moves a few tiles of some worlds.)
-
-Compilation. Craftax's step is a large program: compiling a batched step
-takes tens of seconds of CPU (the full Craftax more than Classic). Compile
-once, e.g. a whole `lax.scan` rollout, rather than many small functions.
-
-craftax is imported only when an environment is built, so importing this
-module (or `disco`) does not need it.
+Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Mapping

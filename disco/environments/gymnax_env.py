@@ -1,59 +1,6 @@
 """gymnax environments as batched, jittable `disco` environments.
 
-`GymnaxEnvironment` wraps one environment made by `gymnax.make(env_name)`
-(gymnax >= 1.0, the optional `envs` extra) and drives `batch_size` copies of
-it with `vmap`. Its base class, `GymnaxApiEnvironment`, does the same for any
-already-made environment object with gymnax's functional API
-(`reset(key, params) -> (obs, state)` and `step(key, state, action, params)`
-returning gymnax >= 1.0's six values or gymnax 0.x's five), e.g. Craftax's
-(`disco.environments.craftax_env`); an environment with another API
-overrides its two hooks `_env_reset` and `_env_step` instead
-(`disco.environments.xminigrid_env`). All of them follow the conventions of
-`disco.environments.jittable_envs.CatchJittableEnvironment`:
-
-* `reset` reports MID steps with reward 0.
-* `step` reports MID on ordinary steps and LAST on the step that ends an
-  episode, with that step's reward; the returned state and observation then
-  already belong to the next episode (automatic reset).
-* Observations are float32 arrays [B, ...]; the observation spec names them
-  `{'observation': spec}` like the jittable Catch, while timesteps carry the
-  bare array (the agent's MLP flattens every leaf, so both read the same).
-* Rewards are float32 [B]; step types are strongly typed int32 [B] from both
-  `reset` and `step`, so a jitted consumer compiles once.
-* Actions are scalar int32 indices in [0, n - 1]; only discrete action
-  spaces are supported.
-
-Time limits. gymnax ends an episode when it terminates *or* when it reaches
-`max_steps_in_episode` (truncation), and restarts it in both cases. Both are
-reported as LAST here, so the agent's discount is 0 there and bootstrapping
-stops at a time limit. `EnvironmentTimestep` has no separate discount, and
-after a truncation the next observation already belongs to a new episode
-(the pre-reset observation is not kept), so reporting a truncation as MID
-would make the agent bootstrap from an unrelated state; treating it as a
-termination is the consistent choice. Use `env_params` to move or lift the
-time limit (e.g. `{'max_steps_in_episode': 10_000}`).
-
-Randomness. The state carries one key per environment (as in
-`disco.environments.wrappers.batched_jittable_env`): `reset(rng)` splits
-`rng` into `batch_size` keys, and each environment splits its own key on
-every `reset` and `step`, keeping one half for later and giving the other to
-the wrapped environment. Everything is pure JAX and works under `jit`,
-`vmap` and `lax.scan`.
-
-Automatic resets. gymnax's `step` restarts a finished episode itself: it
-always computes a fresh `reset` and selects it where the episode ended, which
-costs one reset per environment and step. That is cheap for gymnax's
-environments but dominates environments whose reset is expensive (Craftax
-generates a 64x64 world: about 30 times the cost of a step). With
-`auto_resets=False` the wrapped `step` must not reset, and the adapter
-restarts only the environments whose episode ended, one `reset` each, in a
-`lax.while_loop` after the batched step. It derives the keys as gymnax's
-automatic reset does (the step key is split into the wrapped step's key and
-the reset's key), so both ways give the same results (up to floating-point
-differences between differently compiled programs).
-
-gymnax is imported only when an environment is built, so importing this
-module (or `disco`) does not need gymnax.
+Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Mapping

@@ -2,22 +2,7 @@
 
 Names understood by `make_environment`:
 
-* `'catch'`: jittable Catch (`jittable_envs.CatchJittableEnvironment`), an
-  8x8 board by default.
-* `'catch-cpu'`: host-side numpy Catch (`catch.CatchEnvironment`), 8x8.
-* `'gymnax:<env id>'`, e.g. `'gymnax:CartPole-v1'`: a gymnax environment
-  through `disco.environments.gymnax_env`, which needs the `[envs]` extra.
-* `'craftax:Craftax-Classic-Symbolic-v1'` and `'craftax:Craftax-Symbolic-v1'`:
-  Craftax(-Classic) with flat symbolic observations through
-  `disco.environments.craftax_env`, which needs the `[craftax]` extra.
-* `'xminigrid:<env id>'`, e.g. `'xminigrid:MiniGrid-Empty-8x8'`: an
-  XLand-MiniGrid environment through `disco.environments.xminigrid_env`,
-  which needs the `[xminigrid]` extra.
-
-All but `'catch-cpu'` are jittable. `is_known_name` and `is_jittable_name`
-check a name without building the environment or importing the optional
-packages (so a gymnax or xminigrid id is only checked for being non-empty;
-`make_environment` checks it against the package's own list).
+Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Mapping

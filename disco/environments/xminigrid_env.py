@@ -1,36 +1,6 @@
 """XLand-MiniGrid environments as batched, jittable `disco` environments.
 
-`XMinigridEnvironment` wraps one environment made by `xminigrid.make(id)`
-(the `xminigrid` package, the optional `xminigrid` extra), e.g.
-'MiniGrid-Empty-8x8' or 'MiniGrid-DoorKey-5x5'. It is a
-`disco.environments.gymnax_env.GymnaxApiEnvironment` and follows its
-conventions (see that module's docstring): auto-reset, LAST on termination
-or truncation, one key per environment in the state, float32 observations,
-scalar int32 actions, strongly typed outputs; everything works under `jit`,
-`vmap` and `lax.scan`.
-
-xminigrid's API differs from gymnax's (`reset(params, key)` and
-`step(params, timestep, action)` on its own `TimeStep`, with no key for
-`step`), so the adapter overrides the base class's hooks: the state of each
-environment is xminigrid's `TimeStep`, and the adapter restarts finished
-episodes itself (xminigrid's `step` does not), with a fresh key from the
-environment's own stream, not from the key kept in xminigrid's state.
-
-Observations are xminigrid's egocentric view, [view, view, 2] (7x7 by
-default): per cell, the tile id and the colour id, converted to float32 as
-they are (categorical values, not one-hot). There are 6 actions. An episode
-terminates (on reaching its goal, with reward `1 - 0.9 * steps /
-max_steps`, or e.g. on Memory's wrong choice, with reward 0) or is
-truncated after `max_steps` steps (MiniGrid's default, e.g. 4 * height *
-width) with reward 0; both are LAST.
-
-The XLand-MiniGrid ids ('XLand-MiniGrid-R1-9x9', ...) need a ruleset
-(`env_params={'ruleset': ...}`, e.g. one of `xminigrid.load_benchmark(...)`,
-which downloads the benchmark); without one their goal can never be reached,
-so they are refused.
-
-xminigrid is imported only when an environment is built, so importing this
-module (or `disco`) does not need it.
+Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Mapping

@@ -1,23 +1,6 @@
 """Training an agent with a fixed update rule and recording its learning curve.
 
-This is the reference's evaluation loop (its `eval` colab) as library code:
-an agent collects trajectories in a batch of environments, adds them to a
-FIFO replay buffer, and once the buffer holds `min_buffer_size` trajectories
-takes one learner step per loop iteration on a batch sampled from it, with
-its update rule (Disco103 by default, or actor-critic / policy gradient).
-The loop reports the average return of the episodes that ended in each
-iteration's rollout. It follows the reference step by step
-(`disco.eval.loop`), so that with the default config it reproduces the
-reference's curve, and can checkpoint and resume exactly.
-
-`EvalConfig(fast=True)` is a deprecated alias of the trainer
-(`disco.train.run_train` with `preset('colab')`; `to_train_config` gives
-the equivalent `TrainConfig`).
-
-Example:
-
-  history = eval.run_eval(eval.EvalConfig(num_steps=1000))
-  history.first_iteration_reaching(1.0)
+Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Sequence

@@ -5,21 +5,7 @@ the rule's parameters follow the meta-gradient of how well the agents do
 after a few updates (Oh et al., "Discovering state-of-the-art reinforcement
 learning algorithms", Nature 648, 2025). Each meta-step, every agent
 
-1. acts for `num_inner_steps` rollouts of `rollout_len` steps, and once more
-   for a validation rollout twice as long, all with its current parameters;
-2. is updated `num_inner_steps` times by the rule (a `lax.scan` of learner
-   steps with gradients flowing into the rule's targets), alongside a
-   separate value function that supplies advantages;
-3. scores its updated policy on the validation rollout with a
-   policy-gradient loss (advantages from the value function) plus
-   regularisers; the gradient of that score w.r.t. the rule's parameters is
-   the agent's meta-gradient.
-
-The meta-gradients are averaged over agents and devices and applied with
-Adam. This module holds the maths of the reference's meta-training notebook
-without its globals: `MetaTrainAgent` bundles an agent with its value
-function and environment, `calculate_meta_gradient` is one agent's
-meta-gradient and `meta_update` one meta-step of the population.
+Details and rationale: `docs/modules.md`.
 """
 
 import functools

@@ -1,39 +1,6 @@
 """`TrainConfig`: the settings of a training run, and its presets.
 
-A training run trains agents on any jittable discrete-action environment
-with a fixed update rule (Disco103, saved rule parameters, actor-critic or
-policy gradient): N environments act in parallel, their trajectories go to
-an on-device replay buffer, and each learner batch mixes fresh trajectories
-of the newest rollout with replayed ones at a configured fraction.
-
-Presets (`PRESETS`, `preset`):
-
-* `colab`: the reference's evaluation colab (the defaults): 2 environments,
-  learner batches of 64 trajectories of 29 steps drawn from replay only,
-  one learner step per rollout, the colab's step size 1e-2.
-* `paper`: the paper's batch composition (Methods: batches of 96
-  trajectories of 29 steps, 90% of them replayed and 10% fresh) with
-  Disco103's own step size 3e-4 (`agent.get_settings_disco()`; the paper
-  tunes it over {1e-4, 3e-4, 5e-4}). Neither source gives the number of
-  environments, the buffer size or when learning starts; the preset steps
-  exactly the 10 environments whose rollout makes one batch's fresh part
-  (one learner step per rollout, 290 fresh steps per update), holds 1000
-  trajectories in the buffer (the colab's 1024, rounded to whole rollouts)
-  and starts learning once the buffer holds one learner batch.
-
-Agents (`AGENTS`, `preset(..., agent=name)`): sizes of the agent network
-per environment family. The rule reads only the agent's outputs, so any
-torso and action model that gives them will do; every agent keeps the
-prediction sizes Disco103 was trained with (y and z of 600, q of 601 bins),
-which with A actions make A x 1,201 head outputs per state and dominate a
-learner step's cost (docs: benchmarks, cost per update).
-
-* `colab`: the reference colab's MLP 512-512, action LSTM 128, heads 128
-  (the config defaults; Catch).
-* `minatar`: MLP 256-256, LSTM 64, heads 64 for MinAtar's 10x10 grids and
-  3-6 actions.
-* `craftax`: MLP 512-512 for Craftax-Classic's 1,345 symbolic inputs, LSTM
-  64 and heads 64 for its 17 actions.
+Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Mapping
