@@ -7,6 +7,7 @@ The golden files in `tests/cli_golden/` were recorded from the commands;
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -99,7 +100,8 @@ def test_bad_input_exit_status_and_message_are_unchanged(prog, argv, tmp_path):
   (tmp_path / 'old').mkdir()
   (tmp_path / 'old' / 'config.json').write_text('{"config": {}}')
   status, out, err = _run(prog, argv, tmp_path)
-  golden = _GOLDEN / 'errors' / f'{_key(prog, argv).replace("/", "_")}.json'
+  name = re.sub(r'[^A-Za-z0-9]+', '_', _key(prog, argv)).strip('_')
+  golden = _GOLDEN / 'errors' / f'{name}.json'
   got = dict(status=status, stdout=out, stderr=err)
   if _RECORD:
     golden.parent.mkdir(exist_ok=True)
