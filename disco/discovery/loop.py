@@ -162,14 +162,13 @@ class Discoverer:
       metadata: Mapping[str, Any],
       keep: int,
   ) -> pathlib.Path:
-    arrays = checkpoint_lib.flatten_tree(state.members, 'members')
-    arrays['rng'] = np.asarray(state.rng)
-    arrays.update(runtime.log_arrays(logs))
-    return checkpoint_lib.save(
+    return runtime.save_with_rng_and_logs(
         root,
         state.step,
         update_rule_params=self.host_params(state),
-        arrays=arrays,
+        arrays=checkpoint_lib.flatten_tree(state.members, 'members'),
+        rng=state.rng,
+        logs=logs,
         metadata=metadata,
         keep=keep,
     )

@@ -214,13 +214,13 @@ class _MetaTrainer:
     arrays.update(
         checkpoint_lib.flatten_tree(state.agents_states, 'agents_states')
     )
-    arrays['rng'] = np.asarray(state.rng)
-    arrays.update(runtime.log_arrays(logs))
-    return checkpoint_lib.save(
+    return runtime.save_with_rng_and_logs(
         root,
         state.step,
         update_rule_params=self.host_params(state),
         arrays=arrays,
+        rng=state.rng,
+        logs=logs,
         metadata=metadata,
         keep=keep,
     )

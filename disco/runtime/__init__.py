@@ -21,6 +21,7 @@ from disco.runtime.steps import is_due as is_due
 from disco.runtime.steps import log_arrays as log_arrays
 from disco.runtime.steps import restore_rng_and_logs as restore_rng_and_logs
 from disco.runtime.steps import run_steps as run_steps
+from disco.runtime.steps import save_with_rng_and_logs as save_with_rng_and_logs
 from disco.runtime.steps import stacked_logs as stacked_logs
 from disco.runtime.steps import stop_on_interrupt as stop_on_interrupt
 from disco.runtime.steps import stopper as stopper

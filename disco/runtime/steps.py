@@ -103,6 +103,29 @@ def log_arrays(logs: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
   return {f'logs/{k}': v for k, v in stacked_logs(logs).items()}
 
 
+def save_with_rng_and_logs(
+    root: pathlib.Path,
+    step: int,
+    *,
+    update_rule_params: weights.Params,
+    arrays: Mapping[str, np.ndarray],
+    rng: jax.Array,
+    logs: Sequence[Mapping[str, float]],
+    metadata: Mapping[str, Any],
+    keep: int,
+) -> pathlib.Path:
+  """Saves a checkpoint of `arrays` plus the loop's key and per-step logs."""
+  arrays = dict(arrays, rng=np.asarray(rng), **log_arrays(logs))
+  return checkpoint_lib.save(
+      root,
+      step,
+      update_rule_params=update_rule_params,
+      arrays=arrays,
+      metadata=metadata,
+      keep=keep,
+  )
+
+
 def restore_rng_and_logs(
     ckpt: checkpoint_lib.Checkpoint,
 ) -> tuple[np.ndarray, list[dict[str, float]]]:
