@@ -28,7 +28,8 @@ PPO: rejax's evaluation of 128 episodes, 16 on Craftax). `--report`
 writes, from every finished run in `--out`:
 
   results.csv  per environment, algorithm and seed: final return, env
-               steps, learner updates (ours), wall seconds
+               steps, learner updates (ours), wall seconds per seed (a
+               run of seeds trained together: its time over its seeds)
   summary.csv  per environment and algorithm: interquartile mean over seeds
                with a 95% percentile-bootstrap interval, mean, the seeds'
                values
@@ -93,6 +94,7 @@ def short(env: str) -> str:
 
 
 def agent_for(env: str) -> str:
+  """The agent of `env`'s family (`disco.train.AGENTS`)."""
   return 'craftax' if env.startswith('craftax:') else 'minatar'
 
 
@@ -102,7 +104,7 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
 
   config = train.preset(
       'paper',
-      agent=agent_for(env),
+      agent=args.agent or agent_for(env),
       env=env,
       rule=rule,
       agent_learning_rate=args.disco_lr if rule == DISCO else args.ac_lr,
@@ -113,32 +115,47 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
       steps_per_chunk=STEPS_PER_CHUNK,
       checkpoint_every=CHECKPOINT_EVERY,
   )
-  if env.startswith('craftax:'):
-    return config.replace(num_steps=config.num_steps_for(args.env_steps))
+  if env.startswith('craftax:') or args.env_steps is not None:
+    env_steps = args.env_steps or CRAFTAX_ENV_STEPS
+    return config.replace(num_steps=config.num_steps_for(env_steps))
   warmup = -(-config.learning_starts // config.num_envs) - 1
   return config.replace(num_steps=warmup + args.updates)
 
 
-def run_name(env: str, algo: str, seed: int | None = None) -> str:
+def run_name(
+    env: str, algo: str, seeds: int | tuple[int, ...] | None = None, agent=None
+) -> str:
+  """`<env>__<algo>[__<agent>][__s<seed>[-<last seed>]]`."""
   name = f'{short(env)}__{algo}'
-  return name if seed is None else f'{name}__s{seed}'
+  if agent is not None and agent != agent_for(env):
+    name += f'__{agent}'
+  if seeds is None:
+    return name
+  seeds = (seeds,) if isinstance(seeds, int) else tuple(seeds)
+  together = f'-{seeds[-1]}' if len(seeds) > 1 else ''
+  return f'{name}__s{seeds[0]}{together}'
 
 
 def run_env(args: argparse.Namespace) -> None:
-  """Every run of `args.env` not done yet, ours seed by seed, then PPO."""
+  """Every run of `args.env` not done yet, ours seed by seed, then PPO.
+
+  With `--seeds-together`, our seeds train as one run (`vmap`ped: one
+  program for all seeds, as an accelerator prefers).
+  """
   env = args.env
   env_steps = None
+  groups = [args.seeds] if args.seeds_together else [[s] for s in args.seeds]
   for algo in args.algos:
     if algo == PPO:
       continue
-    for seed in args.seeds:
-      config = our_config(env, algo, seed, args)
+    for seeds in groups:
+      config = our_config(env, algo, seeds[0], args)
       env_steps = config.num_steps * config.env_steps_per_step
       record = pieces.run(
           args.out,
-          run_name(env, algo, seed),
+          run_name(env, algo, tuple(seeds), args.agent),
           config,
-          num_seeds=1,
+          num_seeds=len(seeds),
           show_progress=not args.no_progress,
       )
       print(
@@ -175,13 +192,19 @@ def run_ppo(args: argparse.Namespace, env: str, env_steps: int) -> None:
 # The report.
 
 
-def load_records(out: pathlib.Path) -> list[dict[str, Any]]:
-  records = []
+def load_records(
+    out: pathlib.Path, include_partial: bool = False
+) -> list[dict[str, Any]]:
+  """Finished runs' records (and stopped runs' so far, if asked)."""
+  wanted = (pieces.DONE, pieces.PARTIAL) if include_partial else (pieces.DONE,)
+  records = {}
   for path in sorted((out / pieces.RUNS_DIR).glob('*.json')):
     record = json.loads(path.read_text())
-    if record.get('status') == pieces.DONE:
-      records.append(record)
-  return records
+    name = path.name.removesuffix('.json').removesuffix('.partial')
+    if record.get('status') in wanted:
+      if records.get(name, {}).get('status') != pieces.DONE:
+        records[name] = record
+  return list(records.values())
 
 
 def per_seed_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -193,16 +216,21 @@ def per_seed_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
       for seed in record['seeds']:
         col = pieces.seed_columns(record, seed)
         ev = np.isfinite(col['eval_return'])
+        if not ev.any():  # A stopped run before its first evaluation.
+          continue
         rows.append(
             dict(
                 env=config['env'],
                 algo=config['rule'],
+                status=record['status'],
                 seed=seed,
                 learning_rate=config['agent_learning_rate'],
                 final_return=float(col['eval_return'][ev][-1]),
                 env_steps=int(col['env_steps'][-1]),
                 learner_updates=int(col['learner_steps'][-1]),
-                wall_seconds=round(record['wall_seconds'], 1),
+                wall_seconds_per_seed=round(
+                    record['wall_seconds'] / len(record['seeds']), 1
+                ),
                 pieces=len(record['pieces']),
                 eval_curve=(
                     col['env_steps'][ev],
@@ -222,12 +250,15 @@ def per_seed_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             dict(
                 env=record['env'],
                 algo=PPO,
+                status=record['status'],
                 seed=s['seed'],
                 learning_rate=None,
                 final_return=s['final_return'],
                 env_steps=s['env_steps'],
                 learner_updates=None,
-                wall_seconds=round(record['wall_seconds'], 1),
+                wall_seconds_per_seed=round(
+                    record['wall_seconds'] / len(record['seeds']), 1
+                ),
                 pieces=1,
                 eval_curve=(
                     np.array([c['env_steps'] for c in points], float),
@@ -263,8 +294,7 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
               env_steps=max(r['env_steps'] for r in group),
               learner_updates=group[0]['learner_updates'],
               wall_seconds_per_seed=round(
-                  float(np.mean([r['wall_seconds'] for r in group]))
-                  / (len(group) if algo == PPO else 1),
+                  float(np.mean([r['wall_seconds_per_seed'] for r in group])),
                   1,
               ),
           )
@@ -337,8 +367,8 @@ def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
   fig.savefig(path, dpi=100)
 
 
-def report(out: pathlib.Path) -> None:
-  rows = per_seed_rows(load_records(out))
+def report(out: pathlib.Path, include_partial: bool = False) -> None:
+  rows = per_seed_rows(load_records(out, include_partial))
   if not rows:
     print(f'no finished runs in {out}')
     return
@@ -383,10 +413,33 @@ def main(argv=None) -> int:
   parser.add_argument('--algos', nargs='+', choices=ALGOS, default=ALGOS)
   parser.add_argument('--seeds', nargs='+', type=int, default=SEEDS)
   parser.add_argument('--updates', type=int, default=UPDATES)
-  parser.add_argument('--env-steps', type=int, default=CRAFTAX_ENV_STEPS)
+  parser.add_argument(
+      '--env-steps',
+      type=int,
+      default=None,
+      help=(
+          'environment steps per seed (default: Craftax 1M; MinAtar --updates)'
+      ),
+  )
+  parser.add_argument(
+      '--agent',
+      choices=('colab', 'minatar', 'craftax'),
+      default=None,
+      help="agent sizes (default: the environment family's)",
+  )
+  parser.add_argument(
+      '--seeds-together',
+      action='store_true',
+      help='train the seeds as one vmapped run (for accelerators)',
+  )
   parser.add_argument('--disco-lr', type=float, default=DISCO_LR)
   parser.add_argument('--ac-lr', type=float, default=AC_LR)
   parser.add_argument('--report', action='store_true')
+  parser.add_argument(
+      '--include-partial',
+      action='store_true',
+      help='report stopped runs too, up to their last checkpoint',
+  )
   parser.add_argument('--no-progress', action='store_true')
   args = parser.parse_args(argv)
   if args.env is None and not args.report:
@@ -397,7 +450,7 @@ def main(argv=None) -> int:
   except pieces.PiecesError as e:
     parser.exit(1, f'{parser.prog}: error: {e}\n')
   if args.report:
-    report(args.out)
+    report(args.out, args.include_partial)
   return 0
 
 

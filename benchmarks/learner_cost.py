@@ -142,6 +142,8 @@ def main(argv=None) -> int:
               continue
             row = {k: v for k, v in spec.items() if k in COLUMNS} | timing
             rows.append(row)
+            if args.out:  # Row by row: a stopped command keeps its rows.
+              write_csv(args.out, rows)
             print(
                 f'{env:38} {agent:8} {dtype:9} {rule:13} x{num_seeds}:'
                 f' {row["per_seed"]:6.2f} updates/s per seed'
@@ -149,18 +151,22 @@ def main(argv=None) -> int:
                 f' {row["compile_s"]} s',
                 flush=True,
             )
-  _ratios(rows)
   if args.out:
-    with open(args.out, 'w', newline='') as f:
-      f.write(f'# {machine()}; {time.strftime("%Y-%m-%d")}\n')
-      writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction='ignore')
-      writer.writeheader()
-      for row in rows:
-        writer.writerow({
-            k: round(v, 3) if isinstance(v, float) else v
-            for k, v in row.items()
-        })
+    write_csv(args.out, rows)
   return 0
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+  """The rows, with their ratios, under a line naming the machine."""
+  _ratios(rows)
+  with open(path, 'w', newline='') as f:
+    f.write(f'# {machine()}; {time.strftime("%Y-%m-%d")}\n')
+    writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction='ignore')
+    writer.writeheader()
+    for row in rows:
+      writer.writerow({
+          k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()
+      })
 
 
 def _ratios(rows: list[dict]) -> None:
@@ -201,7 +207,9 @@ def machine() -> str:
   device = jax.devices()[0]
   return (
       f'{model} ({os.cpu_count()} cores), {jax.device_count()}'
-      f' {device.platform} device(s), JAX {jax.__version__}'
+      f' {device.platform} device(s)'
+      + (f' ({device.device_kind})' if device.platform != 'cpu' else '')
+      + f', JAX {jax.__version__}'
   )
 
 

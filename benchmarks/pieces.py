@@ -28,6 +28,7 @@ from disco import files
 from disco import progress
 
 DONE = 'done'
+PARTIAL = 'partial'
 RUNS_DIR = 'runs'
 CHECKPOINTS_DIR = 'checkpoints'
 PIECES_FILE = 'pieces.json'
@@ -216,6 +217,8 @@ def run(
       status = 'finished'
     finally:
       _save_pieces(status)
+      if status != 'finished' and checkpoint.latest_step(ckpt_dir):
+        write_partial(out, name, settings, pieces, ckpt_dir)
   logs = {k: np.asarray(v) for k, v in result.logs.items()}
   record = dict(
       name=name,
@@ -231,6 +234,43 @@ def run(
   )
   write_json(record_path(out, name), record)
   return record
+
+
+def partial_path(out: pathlib.Path, name: str) -> pathlib.Path:
+  return out / RUNS_DIR / f'{name}.partial.json'
+
+
+def write_partial(
+    out: pathlib.Path,
+    name: str,
+    settings: Mapping[str, Any],
+    pieces: list[dict[str, Any]],
+    ckpt_dir: pathlib.Path,
+) -> None:
+  """A stopped run's record so far (its latest checkpoint's logs).
+
+  Status `partial`; `--report` leaves it out unless asked. The checkpoint
+  stays the run's state: the next command resumes from it.
+  """
+  from disco.train import rows  # pylint: disable=g-import-not-at-top
+
+  arrays = checkpoint.load(ckpt_dir).arrays
+  logs = rows.columns(rows.from_arrays(arrays))
+  write_json(
+      partial_path(out, name),
+      dict(
+          name=name,
+          status=PARTIAL,
+          settings=jsonable(settings),
+          wall_seconds=float(sum(p['wall_seconds'] for p in pieces)),
+          pieces=pieces,
+          seeds=sorted({int(s) for s in logs['seed'] if np.isfinite(s)}),
+          logs={
+              k: [None if not np.isfinite(x) else float(x) for x in v]
+              for k, v in logs.items()
+          },
+      ),
+  )
 
 
 def seed_columns(record: Mapping[str, Any], seed: int) -> dict[str, np.ndarray]:

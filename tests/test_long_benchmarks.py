@@ -155,7 +155,7 @@ def test_command_needs_an_environment_or_the_report(capsys, tmp_path):
 
 def test_budgets_count_updates_on_minatar_and_env_steps_on_craftax():
   args = vs_baselines.main.__globals__['argparse'].Namespace(
-      updates=5000, env_steps=1_000_000, disco_lr=1e-3, ac_lr=1e-3
+      updates=5000, env_steps=None, disco_lr=1e-3, ac_lr=1e-3, agent=None
   )
   minatar = vs_baselines.our_config('gymnax:Freeway-MinAtar', 'disco', 1, args)
   warmup = -(-minatar.learning_starts // minatar.num_envs) - 1
@@ -166,6 +166,37 @@ def test_budgets_count_updates_on_minatar_and_env_steps_on_craftax():
   )
   assert craftax.num_steps * craftax.env_steps_per_step >= 1_000_000
   assert craftax.agent_dense == (512, 512) and craftax.agent_lstm_size == 64
+  # An accelerator's budget: env steps on MinAtar too, the colab's agent.
+  args.env_steps, args.agent = 10_000_000, 'colab'
+  big = vs_baselines.our_config('gymnax:Breakout-MinAtar', 'disco', 0, args)
+  assert big.num_steps == big.num_steps_for(10_000_000)
+  assert big.agent_dense == (512, 512) and big.agent_lstm_size == 128
+
+
+def test_run_names_say_the_agent_and_seeds_trained_together():
+  env = 'gymnax:Breakout-MinAtar'
+  assert vs_baselines.run_name(env, 'disco', 1) == 'Breakout-MinAtar__disco__s1'
+  assert (
+      vs_baselines.run_name(env, 'disco', (0, 1, 2), 'colab')
+      == 'Breakout-MinAtar__disco__colab__s0-2'
+  )
+  assert vs_baselines.run_name(env, 'ppo', agent='minatar') == (
+      'Breakout-MinAtar__ppo'
+  )
+
+
+def test_a_stopped_run_is_reported_up_to_its_checkpoint_when_asked(tmp_path):
+  name = 'catch__actor_critic__s0'
+  ckpt_dir = tmp_path / pieces.CHECKPOINTS_DIR / name
+  train.run_train(_tiny(num_steps=4), checkpoint_dir=ckpt_dir)
+  settings = dict(config=_tiny().to_dict(), num_seeds=1)
+  pieces.write_partial(tmp_path, name, settings, [], ckpt_dir)
+  record = json.loads(pieces.partial_path(tmp_path, name).read_text())
+  assert record['status'] == pieces.PARTIAL and record['seeds'] == [0]
+  assert record['logs']['step'] == [0.0, 1.0, 2.0, 3.0, 4.0]
+  assert vs_baselines.load_records(tmp_path) == []
+  (partial,) = vs_baselines.load_records(tmp_path, include_partial=True)
+  assert partial['name'] == name
 
 
 def test_diagnosis_variants_change_one_thing_from_the_base():
