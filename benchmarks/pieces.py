@@ -252,10 +252,9 @@ def write_partial(
   Status `partial`; `--report` leaves it out unless asked. The checkpoint
   stays the run's state: the next command resumes from it.
   """
-  from disco.train import rows  # pylint: disable=g-import-not-at-top
+  from disco import logs as logs_lib  # pylint: disable=g-import-not-at-top
 
-  arrays = checkpoint.load(ckpt_dir).arrays
-  logs = rows.columns(rows.from_arrays(arrays))
+  logs = logs_lib.columns(logs_lib.from_arrays(checkpoint.load(ckpt_dir).arrays))
   write_json(
       partial_path(out, name),
       dict(

@@ -81,6 +81,16 @@ class Checkpoint:
   metadata: dict[str, Any]
 
 
+def json_array(value: Any) -> np.ndarray:
+  """A JSON-serialisable value as a uint8 array (kept in `state.npz`)."""
+  return np.frombuffer(json.dumps(value).encode(), np.uint8).copy()
+
+
+def from_json_array(array: np.ndarray) -> Any:
+  """Inverse of `json_array`."""
+  return json.loads(np.asarray(array, np.uint8).tobytes().decode())
+
+
 # ----------------------------------------------------------------------------
 # Pytrees <-> flat dicts.
 

@@ -1,11 +1,14 @@
-"""`log.csv`: the per-step rows of a run, streamed to disk as they come.
+"""The one log codec: per-step rows as columns, checkpoint arrays and CSV.
 
-One writer for every run: each row is flushed when it is added, so an
-interrupted run leaves its curve up to the last step on disk; a resumed run
-first drops the rows after its checkpoint (`CsvLog.keep`) and goes on
-appending. Columns are the union of the rows' keys in order of first
-appearance (learner logs appear once learning starts); when a row brings a
-new column the file is rewritten with it, atomically.
+Every run kind keeps its log as rows (one dict per step or chunk).
+`columns` turns them into arrays, `to_arrays` / `from_arrays` keep them in
+a checkpoint (`logs/<column>` plus their order), and `CsvLog` streams them
+to `log.csv`: each row is flushed when it is added, so an interrupted run
+leaves its curve up to the last step on disk; a resumed run first drops
+the rows after its checkpoint (`CsvLog.keep`) and goes on appending.
+Columns are the union of the rows' keys in order of first appearance
+(learner logs appear once learning starts); when a row brings a new column
+the file is rewritten with it, atomically.
 """
 
 from collections.abc import Callable, Iterable, Mapping
@@ -17,9 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from disco import checkpoint
 from disco import files
 
 Row = Mapping[str, Any]
+# Checkpoint keys: one array per column under `logs/`, their order as JSON.
+LOGS = 'logs/'
+COLUMN_ORDER = 'log_columns'
 
 
 def _format(value: Any) -> str:
@@ -60,6 +67,38 @@ def columns(rows: Iterable[Row]) -> dict[str, np.ndarray]:
     else:
       out[name] = np.asarray(values, np.float64)
   return out
+
+
+def to_arrays(rows: Iterable[Row], prefix: str = '') -> dict[str, np.ndarray]:
+  """Numeric rows as checkpoint arrays: `<prefix>logs/<column>` [num_rows]."""
+  named = columns(rows)
+  arrays = {f'{prefix}{LOGS}{k}': v for k, v in named.items()}
+  arrays[prefix + COLUMN_ORDER] = checkpoint.json_array(list(named))
+  return arrays
+
+
+def from_arrays(
+    arrays: Mapping[str, np.ndarray], prefix: str = ''
+) -> list[dict[str, float]]:
+  """Inverse of `to_arrays` (every row has every column, NaN kept).
+
+  Checkpoints written before the column order was kept give their columns
+  sorted by name.
+
+  Raises:
+    ValueError: columns of different lengths.
+  """
+  head = prefix + LOGS
+  if prefix + COLUMN_ORDER in arrays:
+    names = checkpoint.from_json_array(arrays[prefix + COLUMN_ORDER])
+  else:
+    names = sorted(k[len(head) :] for k in arrays if k.startswith(head))
+  named = {k: np.asarray(arrays[head + k]) for k in names}
+  lengths = {len(v) for v in named.values()}
+  if len(lengths) > 1:
+    raise ValueError(f'Log columns of different lengths: {sorted(lengths)}.')
+  num = lengths.pop() if lengths else 0
+  return [{k: float(v[i]) for k, v in named.items()} for i in range(num)]
 
 
 def read_columns(path: files.PathLike) -> dict[str, np.ndarray]:

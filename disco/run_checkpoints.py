@@ -7,7 +7,6 @@ execution fields is refused with a `CheckpointMismatchError`.
 """
 
 from collections.abc import Callable, Mapping, Sequence, Set
-import json
 import logging
 import pathlib
 from typing import Any
@@ -27,16 +26,6 @@ KIND = 'disco-eval'
 
 # The one digest of the update rule's parameters (`disco.runtime`).
 params_digest = runtime.params_digest
-
-
-def json_array(value: Any) -> np.ndarray:
-  """A JSON-serialisable value as a uint8 array (kept in `state.npz`)."""
-  return np.frombuffer(json.dumps(value).encode(), np.uint8).copy()
-
-
-def from_json_array(array: np.ndarray) -> Any:
-  """Inverse of `json_array`."""
-  return json.loads(np.asarray(array, np.uint8).tobytes().decode())
 
 
 class RunCheckpoints:

@@ -11,6 +11,7 @@ import pytest
 from disco import checkpoint
 from disco import discovery
 from disco import eval as eval_lib
+from disco import logs
 from disco import meta_train
 from disco import progress
 from disco import run_checkpoints
@@ -257,3 +258,25 @@ def test_an_eval_checkpoint_of_the_old_schema_is_accepted(tmp_path):
   # New checkpoints are written in the current schema.
   checkpoints.save(4, lambda: arrays)
   assert checkpoint.load(tmp_path).metadata['schema'] == metadata_lib.SCHEMA
+
+
+def test_the_log_codec_round_trips_rows_in_their_column_order():
+  rows = [dict(step=1, loss=0.5), dict(step=2, loss=np.nan, z=3.0)]
+  arrays = logs.to_arrays(rows, prefix='run/')
+  assert sorted(arrays) == ['run/log_columns', 'run/logs/loss', 'run/logs/step',
+                            'run/logs/z']  # fmt: skip
+  back = logs.from_arrays(arrays, prefix='run/')
+  assert [list(r) for r in back] == [['step', 'loss', 'z']] * 2
+  np.testing.assert_array_equal(back[1]['loss'], np.nan)
+  np.testing.assert_array_equal(back[0]['z'], np.nan)
+  assert back[1]['z'] == 3.0 and back[0]['step'] == 1.0
+  # Checkpoints without the column order (before it was kept): names sorted.
+  del arrays['run/log_columns']
+  assert list(logs.from_arrays(arrays, prefix='run/')[0]) == [
+      'loss',
+      'step',
+      'z',
+  ]
+  arrays['run/logs/z'] = np.zeros(3)
+  with pytest.raises(ValueError, match='different lengths'):
+    logs.from_arrays(arrays, prefix='run/')

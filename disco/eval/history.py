@@ -15,12 +15,11 @@ import haiku as hk
 import numpy as np
 
 from disco import acting
+from disco import logs as logs_lib
 from disco import progress
 from disco.eval import config as eval_config
 
 ProgressFn = progress.ProgressFn
-# The prefix of the learner's logs in the trainer's rows.
-_TRAIN_LOGS = 'logs/'
 # (seed, iteration from 1, that iteration's row) -> None.
 LogFn = Callable[[int, int, Mapping[str, float]], None]
 
@@ -177,12 +176,7 @@ class Recorder:
 
   def history(self, params: hk.Params | None) -> EvalHistory:
     """The `EvalHistory` of the iterations recorded, ending at `params`."""
-    num = len(self)
-    names = sorted({k for logs in self.logs if logs for k in logs})
-    columns = {k: np.full((num,), np.nan) for k in names}
-    for i, logs in enumerate(self.logs):
-      for k, v in (logs or {}).items():
-        columns[k][i] = v
+    columns = dict(sorted(logs_lib.columns(r or {} for r in self.logs).items()))
     totals = np.asarray(self.totals, np.float64)
     counts = np.asarray(self.counts, np.float64)
     rollouts = None
@@ -230,7 +224,7 @@ class Recorder:
         elapsed=history.elapsed,
         learned=np.asarray([logs is not None for logs in self.logs], bool),
     )
-    arrays.update({f'logs/{k}': v for k, v in history.logs.items()})
+    arrays.update(logs_lib.to_arrays(logs or {} for logs in self.logs))
     if self._config.record_rollouts:
       arrays.update(
           {f'rollouts/{k}': v for k, v in self._rollout_arrays().items()}
@@ -247,19 +241,12 @@ class Recorder:
     """
     head = prefix + '/'
     learned = arrays[head + 'learned']
-    log_columns = {
-        k[len(head + 'logs/') :]: v
-        for k, v in arrays.items()
-        if k.startswith(head + 'logs/')
-    }
+    rows = logs_lib.from_arrays(arrays, head) or [{}] * len(learned)
     self.steps = [int(x) for x in arrays[head + 'steps']]
     self.totals = [float(x) for x in arrays[head + 'total_returns']]
     self.counts = [float(x) for x in arrays[head + 'num_episodes']]
     self.elapsed = [float(x) for x in arrays[head + 'elapsed']]
-    self.logs = [
-        {k: float(v[i]) for k, v in log_columns.items()} if learned[i] else None
-        for i in range(len(learned))
-    ]
+    self.logs = [row if done else None for row, done in zip(rows, learned)]
     self._elapsed_offset = self.elapsed[-1] if self.elapsed else 0.0
     if self._config.record_rollouts:
       self.actions = list(arrays[head + 'rollouts/actions'])
@@ -319,9 +306,9 @@ class TrainRows:
               total_returns=_totals(averages, counts),
               num_episodes=counts,
               logs={
-                  k[len(_TRAIN_LOGS) :]: v[rows]
+                  k[len(logs_lib.LOGS) :]: v[rows]
                   for k, v in logs.items()
-                  if k.startswith(_TRAIN_LOGS)
+                  if k.startswith(logs_lib.LOGS)
               },
               elapsed=logs['elapsed'][rows],
               params=seed_params,
@@ -346,7 +333,7 @@ def _eval_row(row: Mapping[str, float]) -> dict[str, float]:
       num_episodes=count,
       elapsed=float(row['elapsed']),
   ) | {
-      k[len(_TRAIN_LOGS) :]: v
+      k[len(logs_lib.LOGS) :]: v
       for k, v in row.items()
-      if k.startswith(_TRAIN_LOGS)
+      if k.startswith(logs_lib.LOGS)
   }

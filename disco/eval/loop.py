@@ -156,7 +156,7 @@ def _state_arrays(state: _State) -> dict[str, np.ndarray]:
     arrays.update(checkpoint_lib.flatten_tree(buffer['storage'], 'buffer'))
   arrays['buffer_size'] = np.int64(buffer['size'])
   arrays['buffer_next_slot'] = np.int64(buffer['next_slot'])
-  arrays['buffer_rng_state'] = run_checkpoints.json_array(buffer['rng_state'])
+  arrays['buffer_rng_state'] = checkpoint_lib.json_array(buffer['rng_state'])
   return arrays
 
 
@@ -195,7 +195,7 @@ def _restore_state(
           storage=storage,
           size=int(arrays['buffer_size']),
           next_slot=int(arrays['buffer_next_slot']),
-          rng_state=run_checkpoints.from_json_array(arrays['buffer_rng_state']),
+          rng_state=checkpoint_lib.from_json_array(arrays['buffer_rng_state']),
       )
   )
   return _State(devices=placed, rng=rng, buffer=fresh.buffer, step=ckpt.step)

@@ -18,7 +18,6 @@ from disco.runtime.programs import ProgramCache as ProgramCache
 from disco.runtime.steps import RunResult as RunResult
 from disco.runtime.steps import checkpoint_root as checkpoint_root
 from disco.runtime.steps import is_due as is_due
-from disco.runtime.steps import log_arrays as log_arrays
 from disco.runtime.steps import restore_rng_and_logs as restore_rng_and_logs
 from disco.runtime.steps import run_steps as run_steps
 from disco.runtime.steps import save_with_rng_and_logs as save_with_rng_and_logs

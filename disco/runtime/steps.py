@@ -13,6 +13,7 @@ import numpy as np
 from disco import checkpoint as checkpoint_lib
 from disco import files
 from disco import interrupts
+from disco import logs as logs_lib
 from disco import progress
 from disco import weights
 
@@ -93,14 +94,8 @@ def checkpoint_root(checkpoint_dir: files.PathLike) -> pathlib.Path:
 
 
 def stacked_logs(logs: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
-  """Per-step logs as one [num_steps] array per key."""
-  keys = sorted(logs[0]) if logs else []
-  return {k: np.asarray([log[k] for log in logs]) for k in keys}
-
-
-def log_arrays(logs: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
-  """Per-step logs as checkpoint arrays ('logs/<key>': [num_steps])."""
-  return {f'logs/{k}': v for k, v in stacked_logs(logs).items()}
+  """Per-step logs as one [num_steps] array per key, keys sorted."""
+  return dict(sorted(logs_lib.columns(logs).items()))
 
 
 def save_with_rng_and_logs(
@@ -115,7 +110,7 @@ def save_with_rng_and_logs(
     keep: int,
 ) -> pathlib.Path:
   """Saves a checkpoint of `arrays` plus the loop's key and per-step logs."""
-  arrays = dict(arrays, rng=np.asarray(rng), **log_arrays(logs))
+  arrays = dict(arrays, rng=np.asarray(rng), **logs_lib.to_arrays(logs))
   return checkpoint_lib.save(
       root,
       step,
@@ -135,16 +130,14 @@ def restore_rng_and_logs(
     raise checkpoint_lib.CheckpointMismatchError(
         f'The checkpoint at {ckpt.path} has no valid random key.'
     )
-  saved = {
-      k[len('logs/') :]: v
-      for k, v in ckpt.arrays.items()
-      if k.startswith('logs/')
-  }
-  if any(v.shape != (ckpt.step,) for v in saved.values()):
+  try:
+    logs = logs_lib.from_arrays(ckpt.arrays)
+  except ValueError:
+    logs = []
+  if len(logs) != ckpt.step:
     raise checkpoint_lib.CheckpointMismatchError(
         f'The checkpoint at {ckpt.path} has logs of the wrong length.'
     )
-  logs = [{k: float(v[i]) for k, v in saved.items()} for i in range(ckpt.step)]
   return rng, logs
 
 

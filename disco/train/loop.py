@@ -22,6 +22,7 @@ from disco import configs
 from disco import devices as devices_lib
 from disco import files
 from disco import learner
+from disco import logs as logs_lib
 from disco import progress
 from disco import run_checkpoints
 from disco import runtime
@@ -276,7 +277,7 @@ class Trainer:
         state = self.initial_state()
       else:
         state = self.restore_state(ckpt.arrays)
-        rows = rows_lib.from_arrays(ckpt.arrays)
+        rows = logs_lib.from_arrays(ckpt.arrays)
         step = ckpt.step
       rule_params, _ = devices_lib.place_like_pmap(
           self.setup.devices, replicated=self.setup.update_rule_params
@@ -302,7 +303,7 @@ class Trainer:
 
       def arrays() -> dict[str, np.ndarray]:
         out = checkpoint_lib.flatten_tree(state, 'state')
-        out.update(rows_lib.to_arrays(rows))
+        out.update(logs_lib.to_arrays(rows))
         return out
 
       if step == 0 and config.eval_every:
@@ -353,7 +354,7 @@ class Trainer:
       return TrainResult(
           config=config,
           seeds=self.seeds,
-          logs=rows_lib.columns(rows),
+          logs=logs_lib.columns(rows),
           params=per_seed,
           num_devices=self.num_devices,
       )

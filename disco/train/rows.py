@@ -1,17 +1,16 @@
 """The trainer's log rows: one per seed and chunk (or iteration), as columns.
 
 `make_row` turns a chunk's (or an iteration's) outputs into a seed's row;
-`columns` gathers rows into the columns of `TrainResult.logs`, and
-`to_arrays` / `from_arrays` keep them in a checkpoint.
+`disco.logs` gathers rows into the columns of `TrainResult.logs` and keeps
+them in a checkpoint.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import jax
-import numpy as np
 
-from disco import run_checkpoints
+from disco import logs as logs_lib
 from disco.train.config import TrainConfig
 
 
@@ -66,7 +65,7 @@ def make_row(
         float(eval_outputs['total_return'][s]) / count if count else nan
     )
   for name, value in outputs.get('logs', {}).items():
-    row[f'logs/{name}'] = float(value[s]) / outputs['num_iterations']
+    row[logs_lib.LOGS + name] = float(value[s]) / outputs['num_iterations']
   return row
 
 
@@ -74,33 +73,3 @@ def iteration_outputs(outputs: Mapping[str, Any], i: int) -> dict[str, Any]:
   """Iteration `i`'s outputs, from a chunk's kept per iteration [S, rows]."""
   one = jax.tree.map(lambda x: x[:, i], dict(outputs))
   return one | dict(num_iterations=1)
-
-
-def columns(rows: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
-  """Rows as columns (NaN where a row lacks a column)."""
-  names = list(dict.fromkeys(k for row in rows for k in row))
-  return {
-      k: np.asarray([row.get(k, np.nan) for row in rows], np.float64)
-      for k in names
-  }
-
-
-def to_arrays(rows: Sequence[Mapping[str, float]]) -> dict[str, Any]:
-  """The rows as flat checkpoint arrays ('logs/<column>', 'log_columns')."""
-  named = columns(rows)
-  return {f'logs/{k}': v for k, v in named.items()} | {
-      'log_columns': run_checkpoints.json_array(list(named))
-  }
-
-
-def from_arrays(arrays: Mapping[str, np.ndarray]) -> list[dict[str, float]]:
-  """Inverse of `to_arrays` (a row lacks the columns it had as NaN)."""
-  names = run_checkpoints.from_json_array(arrays['log_columns'])
-  columns = {k: arrays[f'logs/{k}'] for k in names}
-  num = len(columns[names[0]]) if names else 0
-  rows = []
-  for i in range(num):
-    rows.append(
-        {k: float(v[i]) for k, v in columns.items() if not np.isnan(v[i])}
-    )
-  return rows
