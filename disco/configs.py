@@ -139,6 +139,47 @@ def check_rule_source(config: Any) -> None:
   )
 
 
+def check_fixed_rule(config: Any, rules: Sequence[str], purpose: str) -> None:
+  """`config.rule` is known, and only the meta-learned one loads parameters.
+
+  Args:
+    config: a config with `rule` and `update_rule_params` (the learned
+      rule's name is `rules[0]`).
+    rules: the rules the run kind knows.
+    purpose: what the run does, for the messages ('training').
+  """
+  check(
+      config.rule in rules,
+      f'Unknown rule {config.rule!r}; choose one of {", ".join(rules)}.',
+  )
+  check(
+      config.update_rule_params is None or config.rule == rules[0],
+      f'update_rule_params is for the {rules[0]} rule; the {config.rule} rule'
+      ' has no parameters to load.',
+  )
+  check(
+      config.update_rule_params != RANDOM,
+      f"update_rule_params: {purpose} needs a trained rule, not 'random'.",
+  )
+
+
+class ReplayBatches:
+  """The fresh and replayed parts of a learner batch (a config mixin).
+
+  Needs `learner_batch_size` and `replay_fraction`.
+  """
+
+  @property
+  def replay_per_batch(self) -> int:
+    """Replayed trajectories in each learner batch."""
+    return int(round(self.replay_fraction * self.learner_batch_size))
+
+  @property
+  def fresh_per_batch(self) -> int:
+    """Fresh trajectories (of the newest rollout) in each learner batch."""
+    return self.learner_batch_size - self.replay_per_batch
+
+
 @dataclasses.dataclass(frozen=True)
 class ConfigBase:
   """`replace`, `to_dict` and `from_dict` for the run configs.

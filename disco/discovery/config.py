@@ -70,7 +70,7 @@ def parse_member(spec: str, count: int = 1) -> Member:
 
 
 @dataclasses.dataclass(frozen=True)
-class DiscoveryConfig(configs.ConfigBase):
+class DiscoveryConfig(configs.ReplayBatches, configs.ConfigBase):
   """Settings of a discovery run; the defaults are the `local` preset.
 
   Attributes:
@@ -245,16 +245,6 @@ class DiscoveryConfig(configs.ConfigBase):
   @property
   def num_members(self) -> int:
     return sum(count for _, count in self.population)
-
-  @property
-  def replay_per_batch(self) -> int:
-    """Replayed trajectories in each agent update."""
-    return int(round(self.replay_fraction * self.learner_batch_size))
-
-  @property
-  def fresh_per_batch(self) -> int:
-    """Fresh trajectories per update: the member's environments."""
-    return self.learner_batch_size - self.replay_per_batch
 
   @property
   def env_steps_per_step(self) -> int:

@@ -210,13 +210,8 @@ def discoverer_for(config: DiscoveryConfig) -> Discoverer:
   return _DISCOVERERS(config)
 
 
-def progress_bar(
-    total: int, *, initial: int = 0, **kwargs: Any
-) -> progress.ProgressBar:
-  """A bar of meta-steps for `run_discovery` (`progress.progress_bar`)."""
-  return progress.progress_bar(
-      progress.DISCOVERY, total, initial=initial, **kwargs
-  )
+# A bar of meta-steps for `run_discovery` (`progress.progress_bar`).
+progress_bar = functools.partial(progress.progress_bar, progress.DISCOVERY)
 
 
 def run_discovery(
@@ -252,9 +247,8 @@ def run_discovery(
     weights.WeightsError: the initial parameters do not fit the rule.
     checkpoint.CheckpointError: as `meta_train.run_meta_train`.
   """
-  trainer = discoverer_for(config)
-  state, logs, last_saved = runtime.run(
-      trainer,
+  return runtime.run(
+      discoverer_for(config),
       config,
       update_rule_params=update_rule_params,
       checkpoint_dir=checkpoint_dir,
@@ -263,10 +257,4 @@ def run_discovery(
       handle_interrupts=handle_interrupts,
       kind=_CHECKPOINT_KIND,
       execution_fields=discovery_config.EXECUTION_FIELDS,
-  )
-  return runtime.RunResult(
-      update_rule_params=trainer.host_params(state),
-      logs=runtime.stacked_logs(logs),
-      num_steps=state.step,
-      checkpoint_path=last_saved,
   )

@@ -143,19 +143,7 @@ class EvalConfig(configs.ConfigBase):
 
   def __post_init__(self):
     check = configs.check
-    check(
-        self.rule in RULES,
-        f'Unknown rule {self.rule!r}; choose one of {", ".join(RULES)}.',
-    )
-    check(
-        self.update_rule_params is None or self.rule == DISCO,
-        f'update_rule_params is for the disco rule; the {self.rule} rule has'
-        ' no parameters to load.',
-    )
-    check(
-        self.update_rule_params != configs.RANDOM,
-        "update_rule_params: evaluation needs a trained rule, not 'random'.",
-    )
+    configs.check_fixed_rule(self, RULES, 'evaluation')
     check(
         registry.is_known_name(self.env),
         f'Unknown environment {self.env!r}; known:'

@@ -287,13 +287,8 @@ def random_init_params(config: MetaTrainConfig) -> HostParams:
   return _trainer_for(config).random_params()
 
 
-def progress_bar(
-    total: int, *, initial: int = 0, **kwargs: Any
-) -> progress.ProgressBar:
-  """A bar of meta-steps for `run_meta_train` (`progress.progress_bar`)."""
-  return progress.progress_bar(
-      progress.META_TRAIN, total, initial=initial, **kwargs
-  )
+# A bar of meta-steps for `run_meta_train` (`progress.progress_bar`).
+progress_bar = functools.partial(progress.progress_bar, progress.META_TRAIN)
 
 
 def run_meta_train(
@@ -359,9 +354,8 @@ def run_meta_train(
         stacklevel=2,
     )
   params = init_params if update_rule_params is None else update_rule_params
-  trainer = _trainer_for(config)
-  state, logs, last_saved = runtime.run(
-      trainer,
+  return runtime.run(
+      _trainer_for(config),
       config,
       update_rule_params=params,
       checkpoint_dir=checkpoint_dir,
@@ -370,10 +364,4 @@ def run_meta_train(
       handle_interrupts=handle_interrupts,
       kind=_CHECKPOINT_KIND,
       execution_fields=meta_train_config.EXECUTION_FIELDS,
-  )
-  return runtime.RunResult(
-      update_rule_params=trainer.host_params(state),
-      logs=stacked_logs(logs),
-      num_steps=state.step,
-      checkpoint_path=last_saved,
   )

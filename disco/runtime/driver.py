@@ -41,6 +41,9 @@ class Program(Protocol):
   def step(self, state: Any) -> tuple[Any, dict[str, float]]:
     ...
 
+  def host_params(self, state: Any) -> weights.HostParams:
+    ...
+
   def save(
       self,
       root: pathlib.Path,
@@ -81,7 +84,7 @@ def run(
     handle_interrupts: bool,
     kind: str,
     execution_fields: Set[str],
-) -> tuple[Any, list[dict[str, float]], pathlib.Path | None]:
+) -> steps_lib.RunResult:
   """Starts or resumes a run of `program` and steps it to `config.num_steps`.
 
   The initial rule is the one given, the one `config.update_rule_params`
@@ -103,8 +106,8 @@ def run(
     execution_fields: config fields a resumed run may change.
 
   Returns:
-    (the final state, the logs of every step, the last checkpoint written
-    or None).
+    The final rule, the logs of every step (`steps.stacked_logs`), the steps
+    done and the last checkpoint written (or None).
   """
   if resume and checkpoint_dir is None:
     raise ValueError('resume=True needs a checkpoint_dir.')
@@ -171,4 +174,9 @@ def run(
       progress_fn=progress_fn,
       handle_interrupts=handle_interrupts,
   )
-  return state, logs, last_saved
+  return steps_lib.RunResult(
+      update_rule_params=program.host_params(state),
+      logs=steps_lib.stacked_logs(logs),
+      num_steps=state.step,
+      checkpoint_path=last_saved,
+  )

@@ -31,7 +31,7 @@ EXECUTION_FIELDS = frozenset({
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig(configs.ConfigBase):
+class TrainConfig(configs.ReplayBatches, configs.ConfigBase):
   """Settings of a training run; the defaults are the `colab` preset.
 
   Attributes:
@@ -135,19 +135,7 @@ class TrainConfig(configs.ConfigBase):
 
   def __post_init__(self):
     check = configs.check
-    check(
-        self.rule in RULES,
-        f'Unknown rule {self.rule!r}; choose one of {", ".join(RULES)}.',
-    )
-    check(
-        self.update_rule_params is None or self.rule == DISCO,
-        f'update_rule_params is for the disco rule; the {self.rule} rule has'
-        ' no parameters to load.',
-    )
-    check(
-        self.update_rule_params != configs.RANDOM,
-        "update_rule_params: training needs a trained rule, not 'random'.",
-    )
+    configs.check_fixed_rule(self, RULES, 'training')
     check(
         registry.is_jittable_name(self.env),
         'The trainer needs a jittable environment (catch, gymnax:<id>,'
@@ -210,16 +198,6 @@ class TrainConfig(configs.ConfigBase):
     configs.check_positive(self, configs.LEARNING_RATES)
     configs.set_sorted_settings(self)
     configs.set_network_sizes(self)
-
-  @property
-  def replay_per_batch(self) -> int:
-    """Replayed trajectories in each learner batch."""
-    return int(round(self.replay_fraction * self.learner_batch_size))
-
-  @property
-  def fresh_per_batch(self) -> int:
-    """Fresh trajectories (of the newest rollout) in each learner batch."""
-    return self.learner_batch_size - self.replay_per_batch
 
   @property
   def learner_steps_per_step(self) -> int:
