@@ -13,7 +13,8 @@ import numpy as np
 from disco import files
 from disco import metrics
 
-_INSTALL_PLOTTING = 'pip install -e ".[colab]"'
+# Works for a wheel and for a clone installed with `pip install -e .` alike.
+_INSTALL_PLOTTING = 'pip install "disco-jax[colab]"'
 # Points per smoothing window: a curve of N points is averaged over the
 # trailing max(1, N // _SMOOTHING_POINTS) points.
 _SMOOTHING_POINTS = 50

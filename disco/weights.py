@@ -133,13 +133,17 @@ class DownloadError(OSError):
 # Disco103: locations, verification, download.
 
 
-def repo_weights_path() -> pathlib.Path:
-  """`<repo>/weights/disco_103.npz`, the repo being the package's parent."""
-  return (
-      pathlib.Path(__file__).resolve().parent.parent
-      / 'weights'
-      / DISCO103_FILENAME
-  )
+def repo_weights_path() -> pathlib.Path | None:
+  """`<repo>/weights/disco_103.npz`, the repo being the package's parent.
+
+  None when the package is not in a source checkout (no `pyproject.toml`
+  beside it, as when installed from a wheel): `site-packages/weights/` is
+  nobody's place for the file.
+  """
+  repo = pathlib.Path(__file__).resolve().parent.parent
+  if not (repo / 'pyproject.toml').is_file():
+    return None
+  return repo / 'weights' / DISCO103_FILENAME
 
 
 def default_cache_dir() -> pathlib.Path:
@@ -321,8 +325,8 @@ def load_disco103(
 ) -> HostParams:
   """Finds, verifies and loads the published Disco103 update-rule parameters.
 
-  Looks, in order, at `path`, `$DISCO_WEIGHTS`, `repo_weights_path()`, the
-  cache directory, and finally downloads into the cache. The first location
+  Looks, in order, at `path`, `$DISCO_WEIGHTS`, `repo_weights_path()` (in a
+  source checkout), the cache directory, and finally downloads into the cache. The first location
   that is set (for `path` and `$DISCO_WEIGHTS`) or holds a file (for the
   others) is used, and it must pass the checks: a wrong file is an error, not
   a reason to keep searching, so a typo never silently loads something else.
@@ -372,24 +376,27 @@ def load_disco103(
         'cache and then download.',
     )
   looked = [f'${WEIGHTS_ENV_VAR}: not set']
-  for candidate, source, remedy in (
+  candidates = [(
+      cache_file,
+      'the user cache',
       (
-          repo_file,
-          'the repository weights/ directory',
-          (
-              'Replace it with the published file, or delete it to use the'
-              ' cache or a download.'
-          ),
+          'Replace it with a verified copy by calling '
+          'disco.weights.download_disco103(), or delete it.'
       ),
-      (
-          cache_file,
-          'the user cache',
-          (
-              'Replace it with a verified copy by calling '
-              'disco.weights.download_disco103(), or delete it.'
-          ),
-      ),
-  ):
+  )]
+  if repo_file is not None:
+    candidates.insert(
+        0,
+        (
+            repo_file,
+            'the repository weights/ directory',
+            (
+                'Replace it with the published file, or delete it to use the'
+                ' cache or a download.'
+            ),
+        ),
+    )
+  for candidate, source, remedy in candidates:
     if candidate.exists():
       return _load_disco103_file(
           candidate, source, f'{remedy} {_how_to_fetch(url)}'
@@ -410,10 +417,11 @@ def load_disco103(
           downloaded, f'a download of {url}', _how_to_fetch(url)
       )
   places = '\n'.join(f'  {i}. {place}' for i, place in enumerate(looked, 1))
+  save_as = ' or '.join(str(c) for c, _, _ in candidates)
   raise WeightsNotFoundError(
       f'Could not find the Disco103 weights ({DISCO103_FILENAME}). Looked '
-      f'at:\n{places}\n{_how_to_fetch(url)}\nor save it as {repo_file} or '
-      f'{cache_file}. Expected SHA-256: {DISCO103_SHA256}.'
+      f'at:\n{places}\n{_how_to_fetch(url)}\nor save it as {save_as}. '
+      f'Expected SHA-256: {DISCO103_SHA256}.'
   ) from failure
 
 

@@ -25,6 +25,7 @@ from disco import checkpoint
 from disco import configs
 from disco import eval as eval_lib
 from disco import learner
+from disco import plotting
 from disco import train
 from disco.environments import registry
 from disco.value_fns import value_utils
@@ -250,8 +251,15 @@ def test_registry_names_the_extra_when_gymnax_is_missing(monkeypatch):
   # A None entry in sys.modules makes the import fail as if not installed;
   # the adapter imports gymnax only when an environment is built.
   monkeypatch.setitem(sys.modules, 'gymnax', None)
-  with pytest.raises(ImportError, match=r'pip install -e "\.\[envs\]"'):
+  with pytest.raises(ImportError, match=r'pip install "disco-jax\[envs\]"'):
     registry.make_environment('gymnax:CartPole-v1', batch_size=2)
+
+
+def test_plotting_names_the_extra_when_matplotlib_is_missing(monkeypatch):
+  # The hint must work for a wheel as for a clone: no `-e .`.
+  monkeypatch.setitem(sys.modules, 'matplotlib', None)
+  with pytest.raises(ImportError, match=r'`pip install "disco-jax\[colab\]"`'):
+    plotting.require_matplotlib()
 
 
 @_DEPRECATED

@@ -1,30 +1,19 @@
 """The README's Disco103 example runs as written."""
 
 import os
-import pathlib
-import re
 import subprocess
 import sys
 
+import pytest
+
+from tests import readme_quickstart
 from tests.parity import builders
-
-_README = pathlib.Path(__file__).resolve().parents[1] / 'README.md'
-_MARKER = '<!-- readme-quickstart -->'
-
-
-def _quickstart_code() -> str:
-  text = _README.read_text()
-  assert _MARKER in text, f'{_MARKER} is missing from the README'
-  after = text.split(_MARKER, 1)[1]
-  match = re.match(r'\s*```python\n(.*?)```', after, re.DOTALL)
-  assert match, 'no python block follows the quickstart marker'
-  return match.group(1)
 
 
 def test_quickstart_runs_as_written(tmp_path):
   env = dict(os.environ, DISCO_WEIGHTS=builders.weights_path())
   script = tmp_path / 'quickstart.py'
-  script.write_text(_quickstart_code())
+  script.write_text(readme_quickstart.code())
   result = subprocess.run(
       [sys.executable, '-W', 'error::DeprecationWarning', str(script)],
       cwd=tmp_path,
@@ -35,5 +24,23 @@ def test_quickstart_runs_as_written(tmp_path):
       check=False,
   )
   assert result.returncode == 0, result.stderr[-3000:]
-  printed = result.stdout.strip().splitlines()[-1]
-  assert "'total_loss'" in printed and "'pi_loss'" in printed, printed
+  readme_quickstart.check(result.stdout)
+
+
+def test_quickstart_code_is_the_block_after_the_marker(tmp_path):
+  readme = tmp_path / 'README.md'
+  readme.write_text(
+      '# x\n\n```python\nprint(0)\n```\n\n'
+      f'{readme_quickstart.MARKER}\n```python\nprint(1)\n```\n'
+  )
+  assert readme_quickstart.code(readme) == 'print(1)\n'
+  readme.write_text('no marker\n')
+  with pytest.raises(ValueError, match='missing'):
+    readme_quickstart.code(readme)
+
+
+def test_quickstart_check_wants_the_learner_logs():
+  readme_quickstart.check("compiling\n{'pi_loss': 0.1, 'total_loss': 1.0}\n")
+  for stdout in ('', "{'pi_loss': 0.1}\n", "{'total_loss': 1.0}\nbye\n"):
+    with pytest.raises(ValueError, match='did not print'):
+      readme_quickstart.check(stdout)

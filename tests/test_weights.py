@@ -587,6 +587,18 @@ def test_repo_weights_path_is_next_to_the_package():
   )
 
 
+def test_an_installed_package_has_no_repo_weights_path(monkeypatch, tmp_path):
+  # As from a wheel: site-packages/disco/, with no pyproject.toml beside it.
+  installed = tmp_path / 'site-packages' / 'disco' / 'weights.py'
+  installed.parent.mkdir(parents=True)
+  monkeypatch.setattr(weights, '__file__', str(installed))
+  assert _ORIGINAL_REPO_WEIGHTS_PATH() is None
+  (tmp_path / 'site-packages' / 'pyproject.toml').write_text('')
+  assert _ORIGINAL_REPO_WEIGHTS_PATH() == (
+      tmp_path / 'site-packages' / 'weights' / 'disco_103.npz'
+  )
+
+
 def test_structure_is_checked_after_the_checksum(
     locations, monkeypatch, real_path, tmp_path
 ):
@@ -725,6 +737,23 @@ def test_missing_everywhere_lists_every_place(locations):
   ):
     assert expected in message
   assert not locations.cache_dir.exists()
+
+
+def test_missing_everywhere_outside_a_checkout_names_only_the_cache(
+    locations, monkeypatch
+):
+  monkeypatch.setattr(weights, 'repo_weights_path', lambda: None)
+  with pytest.raises(weights.WeightsNotFoundError) as e:
+    weights.load_disco103()
+  message = str(e.value)
+  assert 'repository' not in message and str(locations.repo_file) not in message
+  places = message.split('Looked at:\n', 1)[1].split('\nTo fetch', 1)[0]
+  assert [line.split('. ', 1)[0].strip() for line in places.splitlines()] == [
+      '1',
+      '2',
+      '3',
+  ], places
+  assert f'or save it as {locations.cache_file}.' in message
 
 
 def test_http_error_is_reported(locations, server):

@@ -10,7 +10,7 @@ from typing import Any
 
 from disco.environments import gymnax_env
 
-_INSTALL_HINT = 'pip install -e ".[craftax]"'
+_INSTALL_HINT = 'pip install "disco-jax[craftax]"'
 
 CLASSIC_SYMBOLIC = 'Craftax-Classic-Symbolic-v1'
 SYMBOLIC = 'Craftax-Symbolic-v1'
@@ -33,7 +33,7 @@ def _import_craftax() -> Any:
     raise ImportError(
         'Craftax environments need the optional `craftax` extra of disco,'
         f' which is not installed ({error}). Install it with:'
-        f' {_INSTALL_HINT} (from the repository root; it installs craftax).'
+        f' {_INSTALL_HINT} (it installs craftax).'
     ) from error
 
 

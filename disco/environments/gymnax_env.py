@@ -23,7 +23,8 @@ from disco.environments.wrappers import batched_jittable_env
 _MID = np.int32(dm_env.StepType.MID)
 _LAST = np.int32(dm_env.StepType.LAST)
 
-_INSTALL_HINT = 'pip install -e ".[envs]"'
+# Works for a wheel and for a clone installed with `pip install -e .` alike.
+_INSTALL_HINT = 'pip install "disco-jax[envs]"'
 
 # `EnvState(state, rng)`: the wrapped environments' states [B, ...] and the
 # per-environment keys [B] (typed keys) or [B, 2] (raw uint32 keys), shared
@@ -48,7 +49,7 @@ def _import_gymnax() -> tuple[Any, Any]:
     raise ImportError(
         'gymnax environments need the optional `envs` extra of disco, which'
         f' is not installed ({error}). Install it with: {_INSTALL_HINT}'
-        ' (from the repository root; it installs gymnax>=1.0.1 and six).'
+        ' (it installs gymnax>=1.0.1 and six).'
     ) from error
   try:
     version = importlib.metadata.version('gymnax')

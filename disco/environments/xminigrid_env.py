@@ -12,7 +12,7 @@ import chex
 
 from disco.environments import gymnax_env
 
-_INSTALL_HINT = 'pip install -e ".[xminigrid]"'
+_INSTALL_HINT = 'pip install "disco-jax[xminigrid]"'
 _XLAND_PREFIX = 'XLand-MiniGrid'
 
 
@@ -31,8 +31,7 @@ def _import_xminigrid() -> Any:
     raise ImportError(
         'XLand-MiniGrid environments need the optional `xminigrid` extra of'
         f' disco, which is not installed ({error}). Install it with:'
-        f' {_INSTALL_HINT} (from the repository root; it installs'
-        ' xminigrid).'
+        f' {_INSTALL_HINT} (it installs xminigrid).'
     ) from error
 
 

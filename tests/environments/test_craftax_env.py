@@ -321,7 +321,7 @@ def test_missing_craftax_names_the_extra(monkeypatch):
   # (the submodule too, in case an earlier test imported it).
   monkeypatch.setitem(sys.modules, 'craftax', None)
   monkeypatch.setitem(sys.modules, 'craftax.craftax_env', None)
-  with pytest.raises(ImportError, match=r'pip install -e "\.\[craftax\]"'):
+  with pytest.raises(ImportError, match=r'pip install "disco-jax\[craftax\]"'):
     registry.make_environment('craftax:' + _NAME, batch_size=2)
 
 

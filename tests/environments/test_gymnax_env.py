@@ -407,7 +407,7 @@ def test_agent_actor_step_and_env_step_in_jitted_scan(name):
 
 def test_missing_gymnax_names_the_extra(monkeypatch):
   monkeypatch.setitem(sys.modules, 'gymnax', None)
-  with pytest.raises(ImportError, match=r'pip install -e "\.\[envs\]"'):
+  with pytest.raises(ImportError, match=r'pip install "disco-jax\[envs\]"'):
     gymnax_env.GymnaxEnvironment('CartPole-v1', 2)
 
 

@@ -267,5 +267,7 @@ def test_registry_names():
 def test_missing_xminigrid_names_the_extra(monkeypatch):
   # A None entry in sys.modules makes the import fail as if not installed.
   monkeypatch.setitem(sys.modules, 'xminigrid', None)
-  with pytest.raises(ImportError, match=r'pip install -e "\.\[xminigrid\]"'):
+  with pytest.raises(
+      ImportError, match=r'pip install "disco-jax\[xminigrid\]"'
+  ):
     registry.make_environment('xminigrid:' + _NAME, batch_size=2)
