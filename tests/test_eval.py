@@ -239,6 +239,12 @@ def test_registry_builds_catch_environments():
         ('pong', None, registry.UnknownEnvironmentError, 'Unknown environ'),
         ('gymnax:', None, registry.UnknownEnvironmentError, 'CartPole'),
         ('catch', {'size': 3}, ValueError, 'Unknown Catch setting'),
+        (
+            'gymnax:CartPole-v1',
+            {'max_step_in_episode': 3},
+            ValueError,
+            r"'max_step_in_episode'.*EnvParams.*max_steps_in_episode",
+        ),
     ],
 )
 def test_registry_errors(name, settings, error, message):

@@ -273,8 +273,13 @@ def test_registry_builds_it():
   assert isinstance(env, craftax_env.CraftaxEnvironment)
   assert env.batch_size == 2 and env.env_name == _NAME
   assert registry.is_jittable(env)
-  with pytest.raises(ValueError, match='no settings'):
+  with pytest.raises(ValueError, match="Unknown setting.*'a'.*fields"):
     registry.make_environment('craftax:' + _NAME, 2, settings={'a': 1})
+  limited = registry.make_environment(
+      'craftax:' + _NAME, 2, settings={'max_timesteps': 7}
+  )
+  assert limited.env_params.max_timesteps == 7
+  assert env.env_params.max_timesteps == 10000
 
 
 def test_bad_arguments_are_rejected():

@@ -233,8 +233,13 @@ def test_registry_builds_it():
   assert isinstance(env, xminigrid_env.XMinigridEnvironment)
   assert env.batch_size == 2 and env.env_name == _NAME
   assert registry.is_jittable(env)
-  with pytest.raises(ValueError, match='no settings'):
+  with pytest.raises(ValueError, match="Unknown setting.*'a'.*fields"):
     registry.make_environment('xminigrid:' + _NAME, 2, settings={'a': 1})
+  limited = registry.make_environment(
+      'xminigrid:' + _NAME, 2, settings={'max_steps': 7}
+  )
+  assert limited.env_params.max_steps == 7
+  assert env.env_params.max_steps != 7
 
 
 def test_bad_arguments_are_rejected():
