@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from disco import truncation as truncation_lib
 from disco import types
 from disco.environments import base
 
@@ -41,6 +42,7 @@ def unroll_jittable_actor(
     env: base.Environment,
     rollout_len: int,
     actor_step_fn: ActorStepFn,
+    truncation: bool = False,
 ) -> UnrollOutput:
   """Runs the actor and a jittable environment for `rollout_len` steps.
 
@@ -56,11 +58,23 @@ def unroll_jittable_actor(
     env: a jittable batched environment.
     rollout_len: the number of steps T to collect.
     actor_step_fn: the unbatched actor step, e.g. `Agent.actor_step`.
+    truncation: return a `truncation.TruncatedRollout`, which tells the
+      environment's time limits apart from terminations (the environment
+      must have `step_with_truncation`, see `truncation.reports_truncation`);
+      the other fields are the same as without.
 
   Returns:
     (rollout [T, B, ...], actor state, timestep and environment state after
     the last step).
+
+  Raises:
+    ValueError: `truncation` for an environment that does not report it.
   """
+  if truncation and not truncation_lib.reports_truncation(env):
+    raise ValueError(
+        f'{type(env).__name__} does not report time limits'
+        ' (no `step_with_truncation`).'
+    )
 
   def _one_step(
       carry: tuple[Any, Any, Any], step_rng: chex.PRNGKey
@@ -69,16 +83,51 @@ def unroll_jittable_actor(
     actor_timestep, actor_state = actor_step_fn(
         params, step_rng, timestep, actor_state
     )
-    env_state, timestep = env.step(env_state, actor_timestep.actions)
-    return (env_state, timestep, actor_state), actor_timestep
+    if not truncation:
+      env_state, timestep = env.step(env_state, actor_timestep.actions)
+      return (env_state, timestep, actor_state), actor_timestep
+    env_state, timestep, step_truncation = env.step_with_truncation(
+        env_state, actor_timestep.actions
+    )
+    return (env_state, timestep, actor_state), (actor_timestep, step_truncation)
 
-  (env_state, timestep, actor_state), actor_timesteps = jax.lax.scan(
+  (env_state, timestep, actor_state), outputs = jax.lax.scan(
       _one_step,
       (env_state, timestep, actor_state),
       jax.random.split(rng, rollout_len),
   )
-  rollout = types.ActorRollout.from_timestep(actor_timesteps)
+  if not truncation:
+    return (
+        types.ActorRollout.from_timestep(outputs),
+        actor_state,
+        timestep,
+        env_state,
+    )
+  actor_timesteps, step_truncations = outputs
+  # Step t's truncation is reported by the environment step that led to it
+  # (the scan's step t - 1); the first step of the rollout starts no
+  # transition of its own rollout, so what led to it is not needed.
+  rollout = truncation_lib.TruncatedRollout(
+      **{
+          name: getattr(actor_timesteps, name)
+          for name in types.ActorTimestep.__dataclass_fields__
+      },
+      truncated=_after_first(
+          jnp.zeros_like(step_truncations.truncated[:1]),
+          step_truncations.truncated,
+      ),
+      final_observations=jax.tree.map(
+          lambda first, rest: _after_first(first[:1], rest),
+          actor_timesteps.observations,
+          step_truncations.final_observation,
+      ),
+  )
   return rollout, actor_state, timestep, env_state
+
+
+def _after_first(first: chex.Array, rest: chex.Array) -> chex.Array:
+  """[first[0], rest[0], ..., rest[T - 2]]: `rest` one step later."""
+  return jnp.concatenate([first, rest[:-1]], axis=0)
 
 
 def unroll_cpu_actor(

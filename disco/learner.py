@@ -21,6 +21,7 @@ from disco import agent as agent_lib
 from disco import configs
 from disco import devices as devices_lib
 from disco import files
+from disco import truncation
 from disco import types
 from disco import utils
 from disco import weights
@@ -32,6 +33,7 @@ from disco.eval.config import POLICY_GRADIENT
 from disco.eval.config import EvalConfig
 from disco.update_rules import base as update_rules_base
 from disco.value_fns import value_fn as value_fn_lib
+from disco.value_fns import value_utils
 
 _SETTINGS_FNS = {
     DISCO: agent_lib.get_settings_disco,
@@ -226,11 +228,109 @@ def scalar_logs(logs: Mapping[str, Any]) -> dict[str, jax.Array]:
   return {name: jnp.mean(leaf) for name, leaf in named.items()}
 
 
+def truncation_values_fn(
+    setup: Setup,
+    learner_state: agent_lib.LearnerState,
+    actor_state: Any,
+    value_state: types.ValueState | None,
+) -> tuple[truncation.ValuesFn, float]:
+  """How the run's rule values a state, for bootstrapping at time limits.
+
+  The values are the ones the rule's targets bootstrap with, so that a
+  truncated transition's target is the one it would have had, had the
+  episode gone on: Disco's Retrace uses the target network's action values
+  averaged under the online policy (discount `value_discount`),
+  actor-critic's V-trace the online state values (`discount_factor`), and
+  policy gradient's value function its own values.
+
+  Args:
+    setup: the run's pieces.
+    learner_state: the agent's current learner state.
+    actor_state: the agent network's state.
+    value_state: the value function's state (policy gradient), or None.
+
+  Returns:
+    (observations [T+1, B, ...] -> [T+1, B] values, the targets' discount).
+  """
+  agent, settings = setup.agent, setup.agent.settings
+
+  def no_reset(observations: chex.ArrayTree) -> chex.Array:
+    return jnp.zeros(jax.tree.leaves(observations)[0].shape[:2], bool)
+
+  if setup.config.rule == DISCO:
+    rule = settings.update_rule
+
+    def disco_values(observations):
+      online, _ = agent.network.unroll(
+          learner_state.params,
+          actor_state,
+          observations,
+          no_reset(observations),
+      )
+      target, _ = agent.network.unroll(
+          learner_state.meta_state['target_params'],
+          actor_state,
+          observations,
+          no_reset(observations),
+      )
+      values, _ = value_utils.extract_scalar_values_from_net_out(
+          None,
+          target['q'],
+          online['logits'],
+          categorical_value=True,
+          max_abs_value=rule.max_abs_value,
+          nonlinear_transform=True,
+      )
+      return values
+
+    return disco_values, float(rule.value_discount)
+  if setup.config.rule == ACTOR_CRITIC:
+    rule = settings.update_rule
+
+    def actor_critic_values(observations):
+      online, _ = agent.network.unroll(
+          learner_state.params,
+          actor_state,
+          observations,
+          no_reset(observations),
+      )
+      return value_utils.get_values_from_net_outs(
+          online['v'],
+          categorical_value=rule.categorical_value,
+          max_abs_value=rule.max_abs_value,
+          nonlinear_transform=rule.nonlinear_value_transform,
+      )
+
+    return actor_critic_values, float(settings.hyper_params.discount_factor)
+  value_fn = setup.value_fn
+  # Without moving averages, `get_value_outs` updates no statistics.
+  no_ema = value_state.replace(adv_ema_state=None, td_ema_state=None)
+
+  def value_fn_values(observations):
+    leading = jax.tree.leaves(observations)[0].shape[:2]
+    rollout = types.ActorRollout(
+        observations=observations,
+        actions=jnp.zeros(leading, jnp.int32),
+        rewards=jnp.zeros(leading, jnp.float32),
+        discounts=jnp.ones(leading, bool),
+        agent_outs={},
+        states={},
+        logits=jnp.zeros(leading + (1,), jnp.float32),
+    )
+    value_outs, *_ = value_fn.get_value_outs(no_ema, rollout, rollout.logits)
+    return value_outs.value
+
+  return value_fn_values, float(value_fn.config.discount_factor)
+
+
 def make_learn_fn(setup: Setup) -> LearnFn:
   """One learner step (plus the value function's, for policy gradient).
 
   The returned function runs per device, inside `pmap` over
-  `devices.AXIS_NAME` (see `LearnFn`); its logs are scalars.
+  `devices.AXIS_NAME` (see `LearnFn`); its logs are scalars. Given a
+  `truncation.TruncatedRollout`, it first adds the bootstrap to the rewards
+  of the truncated steps (`truncation.bootstrap_if_truncated`, with the
+  values of `truncation_values_fn`).
   """
   agent = setup.agent
   value_fn = setup.value_fn
@@ -247,6 +347,11 @@ def make_learn_fn(setup: Setup) -> LearnFn:
   ]:
     extra_logs = {}
     kwargs = {}
+    if isinstance(rollout, truncation.TruncatedRollout):
+      values_fn, discount = truncation_values_fn(
+          setup, learner_state, actor_state, value_state
+      )
+      rollout = truncation.bootstrap_if_truncated(rollout, values_fn, discount)
     if value_fn is not None:
       agent_out, _ = agent.unroll_net(
           learner_state.params, actor_state, rollout

@@ -106,6 +106,11 @@ def test_flags_come_from_the_config_fields(module, capsys):
         (eval_cli, ['--rule=dqn'], 'Unknown rule'),
         (eval_cli, ['--env=pong'], 'Unknown environment'),
         (eval_cli, ['--env-settings=height=3'], 'Unknown Catch setting'),
+        (
+            eval_cli,
+            ['--env=gymnax:CartPole-v1', '--env-settings=max_steps=3'],
+            "Unknown setting(s) 'max_steps' for 'CartPole-v1'",
+        ),
         (eval_cli, ['--rule=disco', '--compare', 'actor_critic'], 'not both'),
         (eval_cli, ['--compare', 'disco', 'disco'], 'twice'),
         (eval_cli, ['--fast', '--env=catch-cpu'], 'jittable'),

@@ -240,6 +240,12 @@ def test_registry_builds_catch_environments():
         ('pong', None, registry.UnknownEnvironmentError, 'Unknown environ'),
         ('gymnax:', None, registry.UnknownEnvironmentError, 'CartPole'),
         ('catch', {'size': 3}, ValueError, 'Unknown Catch setting'),
+        (
+            'gymnax:CartPole-v1',
+            {'max_step_in_episode': 3},
+            ValueError,
+            r"'max_step_in_episode'.*EnvParams.*max_steps_in_episode",
+        ),
     ],
 )
 def test_registry_errors(name, settings, error, message):
@@ -725,6 +731,7 @@ def test_fast_alias_is_the_colab_preset_with_the_configs_settings():
       eval_envs=3,
       max_devices=devices,
       taken_action_gradients=False,
+      truncation='terminate',
       log_every_iteration=True,
   )
   # Its learner step is the faithful loop's, bit for bit: see

@@ -8,6 +8,9 @@ import difflib
 import importlib
 from typing import Any
 
+import chex
+import jax.numpy as jnp
+
 from disco.environments import gymnax_env
 
 _INSTALL_HINT = 'pip install "disco-jax[craftax]"'
@@ -75,6 +78,18 @@ class CraftaxEnvironment(gymnax_env.GymnaxApiEnvironment):
     if env_params:
       params = gymnax_env.replace_params(params, env_params, env_name)
     super().__init__(env, params, batch_size, name=env_name, auto_resets=False)
+
+  def _env_step(self, rng_key: chex.PRNGKey, state: Any, action: chex.Array):
+    obs, state, reward, is_last, _, final_obs = super()._env_step(
+        rng_key, state, action
+    )
+    # Craftax's game ends at `max_timesteps` as it ends on death: the step
+    # is a truncation where the game would go on without the time limit.
+    no_limit = self._params.replace(max_timesteps=jnp.iinfo(jnp.int32).max)
+    truncated = jnp.logical_and(
+        is_last, jnp.logical_not(self._env.is_terminal(state, no_limit))
+    )
+    return obs, state, reward, is_last, truncated, final_obs
 
   @property
   def craftax_env(self) -> Any:

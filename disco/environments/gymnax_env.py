@@ -32,6 +32,27 @@ _INSTALL_HINT = 'pip install "disco-jax[envs]"'
 EnvState = batched_jittable_env.EnvState
 
 
+@chex.dataclass(frozen=True)
+class Truncation:
+  """Which LAST steps were time limits, and the observations they ended in.
+
+  What `GymnaxApiEnvironment.step_with_truncation` reports beside a
+  timestep, so that value targets can bootstrap where an episode was cut
+  short rather than ended (see `disco.truncation`).
+
+  Attributes:
+    truncated: [B] bool, True where the step is LAST because the episode
+      reached its time limit without terminating (a termination at the
+      limit counts as a termination).
+    final_observation: [B, ...] float32, the observation the episode
+      reached on this step, before any restart (where the step is not
+      LAST, the timestep's own observation).
+  """
+
+  truncated: chex.Array
+  final_observation: chex.Array
+
+
 def _import_gymnax() -> tuple[Any, Any]:
   """Imports gymnax and its spaces, or says how to install them.
 
@@ -113,8 +134,9 @@ def replace_params(params: Any, overrides: Mapping[str, Any], name: str):
   unknown = sorted(set(overrides) - set(fields))
   if unknown:
     raise ValueError(
-        f'Unknown env_params {unknown} for {name!r}; its'
-        f' {type(params).__name__} has the fields {fields}.'
+        f'Unknown setting(s) {", ".join(map(repr, unknown))} for {name!r}:'
+        f' its settings are the fields of its {type(params).__name__}:'
+        f' {", ".join(fields)}.'
     )
   return params.replace(**overrides)
 
@@ -180,7 +202,8 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
     }
 
     self._batched_reset = jax.jit(jax.vmap(self._single_env_reset))
-    self._batched_step = jax.jit(self._step)
+    self._batched_step = jax.jit(lambda s, a: self._step(s, a)[:2])
+    self._batched_step_with_truncation = jax.jit(self._step)
 
   @property
   def env_params(self) -> Any:
@@ -218,26 +241,31 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
     """Starts one episode: `(observation, state)`."""
     return self._env.reset(rng_key, self._params)
 
-  def _env_step(
-      self, rng_key: chex.PRNGKey, state: Any, action: chex.Array
-  ) -> tuple[chex.Array, Any, chex.Array, chex.Array]:
-    """Steps one environment: `(observation, state, reward, is_last)`.
-
-    `is_last` is whether this step ended the episode (termination or
-    truncation). With `auto_resets` the observation and state are already
-    the next episode's where it did.
+  def _env_step(self, rng_key: chex.PRNGKey, state: Any, action: chex.Array):
+    """Steps one environment.
 
     Args:
       rng_key: this step's key.
       state: the environment's state.
       action: a scalar int32 action.
+
+    Returns:
+      `(observation, state, reward, is_last, truncated, final_observation)`:
+      `is_last` is whether this step ended the episode (termination or
+      truncation), `truncated` whether it ended it by the time limit alone,
+      and `final_observation` the observation the step reached. With
+      `auto_resets` the observation and state are already the next
+      episode's where the episode ended.
     """
     outputs = self._env.step(rng_key, state, action, self._params)
     if len(outputs) == 6:  # gymnax >= 1.0.
-      obs, state, reward, terminated, truncated, _ = outputs
-      return obs, state, reward, jnp.logical_or(terminated, truncated)
+      obs, state, reward, terminated, truncated, info = outputs
+      is_last = jnp.logical_or(terminated, truncated)
+      truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
+      return obs, state, reward, is_last, truncated, info['final_observation']
     obs, state, reward, done, _ = outputs  # gymnax 0.x (and Craftax).
-    return obs, state, reward, done
+    # gymnax 0.x does not tell time limits apart; Craftax overrides this.
+    return obs, state, reward, done, jnp.zeros_like(done, bool), obs
 
   def _single_env_reset(
       self, rng_key: chex.PRNGKey
@@ -249,8 +277,13 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
 
   def _single_env_step(
       self, env_state: EnvState, action: chex.Array
-  ) -> tuple[EnvState, types.EnvironmentTimestep, chex.PRNGKey | None]:
-    """One environment's step, and the key for restarting it (or None)."""
+  ) -> tuple[
+      EnvState, types.EnvironmentTimestep, chex.PRNGKey | None, Truncation
+  ]:
+    """One environment's step: state, timestep, restart key, truncation.
+
+    The restart key is None with `auto_resets`.
+    """
     next_rng, step_rng = jax.random.split(env_state.rng)
     if self._auto_resets:
       # On a terminated or truncated step the environment has already
@@ -259,14 +292,19 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
     else:
       # The split gymnax's automatic reset makes of its step key.
       step_rng, reset_rng = jax.random.split(step_rng)
-    obs, state, reward, is_last = self._env_step(
+    obs, state, reward, is_last, truncated, final_obs = self._env_step(
         step_rng, env_state.state, action
     )
     timestep = _timestep(obs, reward, is_last)
+    truncation = Truncation(
+        truncated=jnp.asarray(truncated, bool),
+        final_observation=jnp.asarray(final_obs, jnp.float32),
+    )
     return (
         EnvState(state=_strongly_typed(state), rng=next_rng),
         timestep,
         reset_rng,
+        truncation,
     )
 
   def _restart_finished(
@@ -303,13 +341,13 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
 
   def _step(
       self, state: EnvState, actions: chex.Array
-  ) -> tuple[EnvState, types.EnvironmentTimestep]:
-    state, timestep, reset_rngs = jax.vmap(self._single_env_step)(
+  ) -> tuple[EnvState, types.EnvironmentTimestep, Truncation]:
+    state, timestep, reset_rngs, truncation = jax.vmap(self._single_env_step)(
         state, actions
     )
     if not self._auto_resets:
       state, timestep = self._restart_finished(state, timestep, reset_rngs)
-    return state, timestep
+    return state, timestep, truncation
 
   def reset(
       self, rng_key: chex.PRNGKey
@@ -342,6 +380,22 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
     """
     chex.assert_shape(actions, (self.batch_size,))
     return self._batched_step(state, actions)
+
+  def step_with_truncation(
+      self, state: EnvState, actions: chex.Array
+  ) -> tuple[EnvState, types.EnvironmentTimestep, Truncation]:
+    """`step`, and which LAST steps were time limits (see `Truncation`).
+
+    Args:
+      state: the state returned by `reset` or `step`.
+      actions: [B] integer actions in [0, n - 1].
+
+    Returns:
+      The next state and timestep (the same as `step`'s) and their
+      `Truncation`.
+    """
+    chex.assert_shape(actions, (self.batch_size,))
+    return self._batched_step_with_truncation(state, actions)
 
   def single_action_spec(self) -> types.ActionSpec:
     return self._single_action_spec

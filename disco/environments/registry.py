@@ -69,7 +69,10 @@ def make_environment(
       environments draw their randomness from the key given to `reset`, so
       they ignore it.
     settings: overrides of the environment's settings, e.g.
-      `{'rows': 5, 'columns': 5}` for Catch.
+      `{'rows': 5, 'columns': 5}` for Catch; for gymnax, Craftax and
+      xminigrid environments, fields of the environment's parameters
+      (`EnvParams`) to replace, e.g. `{'max_steps_in_episode': 100}` for a
+      gymnax environment.
 
   Returns:
     The environment.
@@ -103,19 +106,15 @@ def make_environment(
           f'{name!r} names no gymnax environment; use e.g.'
           f' {GYMNAX_PREFIX}CartPole-v1.'
       )
-    if settings:
-      raise ValueError('gymnax environments take no settings overrides.')
-    return gymnax_env.GymnaxEnvironment(env_id, batch_size)
+    return gymnax_env.GymnaxEnvironment(env_id, batch_size, env_params=settings)
   if name.startswith(CRAFTAX_PREFIX):
     if name not in CRAFTAX_NAMES:
       raise UnknownEnvironmentError(
           f'Unknown Craftax environment {name!r}; known:'
           f' {", ".join(CRAFTAX_NAMES)}.'
       )
-    if settings:
-      raise ValueError('Craftax environments take no settings overrides.')
     return craftax_env.CraftaxEnvironment(
-        name[len(CRAFTAX_PREFIX) :], batch_size
+        name[len(CRAFTAX_PREFIX) :], batch_size, env_params=settings
     )
   if name.startswith(XMINIGRID_PREFIX):
     env_id = name[len(XMINIGRID_PREFIX) :]
@@ -124,9 +123,9 @@ def make_environment(
           f'{name!r} names no xminigrid environment; use e.g.'
           f' {XMINIGRID_PREFIX}MiniGrid-Empty-8x8.'
       )
-    if settings:
-      raise ValueError('xminigrid environments take no settings overrides.')
-    return xminigrid_env.XMinigridEnvironment(env_id, batch_size)
+    return xminigrid_env.XMinigridEnvironment(
+        env_id, batch_size, env_params=settings
+    )
   raise UnknownEnvironmentError(
       f'Unknown environment {name!r}; known: {", ".join(NAMES)}.'
   )

@@ -9,6 +9,7 @@ import importlib
 from typing import Any
 
 import chex
+import jax.numpy as jnp
 
 from disco.environments import gymnax_env
 
@@ -95,14 +96,17 @@ class XMinigridEnvironment(gymnax_env.GymnaxApiEnvironment):
     timestep = self._env.reset(self._params, rng_key)
     return timestep.observation, timestep
 
-  def _env_step(
-      self, rng_key: chex.PRNGKey, state: Any, action: chex.Array
-  ) -> tuple[chex.Array, Any, chex.Array, chex.Array]:
+  def _env_step(self, rng_key: chex.PRNGKey, state: Any, action: chex.Array):
     del rng_key  # xminigrid's transitions are deterministic.
     timestep = self._env.step(self._params, state, action)
+    is_last = timestep.last()
+    # xminigrid's discount is 0 at a termination and 1 at its step limit.
+    truncated = jnp.logical_and(is_last, timestep.discount > 0)
     return (
         timestep.observation,
         timestep,
         timestep.reward,
-        timestep.last(),
+        is_last,
+        truncated,
+        timestep.observation,
     )

@@ -15,6 +15,7 @@ from disco import interrupts
 from disco import learner
 from disco import progress
 from disco import run_checkpoints
+from disco import truncation
 from disco import types
 from disco.devices import select_devices
 from disco.environments import registry
@@ -218,8 +219,9 @@ def to_train_config(config: EvalConfig) -> 'train_lib.TrainConfig':
   The `colab` preset with `config`'s settings: the per-device learner
   batch, buffer and `learning_starts` times the devices
   (`select_devices`), the buffer rounded down to whole rollouts, one log
-  row per iteration and the reference's rounding
-  (`taken_action_gradients=False`). `buffer_seed` and
+  row per iteration, the reference's rounding
+  (`taken_action_gradients=False`) and its time limits, which end episodes
+  like terminations (`truncation='terminate'`). `buffer_seed` and
   `store_behaviour_outs` have no counterpart (the trainer draws replay
   positions with the run's keys, and keeps the logits alone).
   """
@@ -240,6 +242,7 @@ def to_train_config(config: EvalConfig) -> 'train_lib.TrainConfig':
       eval_envs=config.num_envs,
       max_devices=devices,
       taken_action_gradients=False,
+      truncation=truncation.TERMINATE,
       log_every_iteration=True,
   )
   return train.preset('colab', **changes)

@@ -9,6 +9,7 @@ from typing import Any
 
 from disco import configs
 from disco import precision
+from disco import truncation as truncation_lib
 from disco.environments import registry
 from disco.eval.config import DISCO
 from disco.eval.config import RULES
@@ -42,7 +43,15 @@ class TrainConfig(configs.ReplayBatches, configs.ConfigBase):
     env: a jittable environment understood by
       `disco.environments.registry.make_environment` ('catch',
       'gymnax:<id>', 'craftax:<id>', 'xminigrid:<id>').
-    env_settings: overrides of the environment's settings (sorted pairs).
+    env_settings: overrides of the environment's settings (sorted pairs):
+      Catch's `rows` and `columns`, or fields of a gymnax, Craftax or
+      xminigrid environment's parameters, e.g. `max_steps_in_episode`.
+    truncation: what a time limit is to the learner, for environments that
+      tell it apart from a termination (gymnax, Craftax, xminigrid):
+      'bootstrap' (the targets bootstrap from the value of the state the
+      episode reached) or 'terminate' (the state is worth nothing, as at a
+      termination; the reference's behaviour, and what runs before
+      `truncation` existed did).
     num_steps: loop iterations: one rollout of every environment and
       `learner_steps_per_step` learner steps each.
     num_envs: environments acting in parallel (over all devices).
@@ -100,6 +109,7 @@ class TrainConfig(configs.ReplayBatches, configs.ConfigBase):
   # Environment and data.
   env: str = registry.CATCH
   env_settings: tuple[tuple[str, Any], ...] = ()
+  truncation: str = truncation_lib.BOOTSTRAP
   num_steps: int = 1000
   num_envs: int = 2
   rollout_len: int = 29
@@ -140,6 +150,11 @@ class TrainConfig(configs.ReplayBatches, configs.ConfigBase):
         registry.is_jittable_name(self.env),
         'The trainer needs a jittable environment (catch, gymnax:<id>,'
         f' craftax:<id> or xminigrid:<id>), got {self.env!r}.',
+    )
+    check(
+        self.truncation in truncation_lib.MODES,
+        f'Unknown truncation {self.truncation!r}; choose one of'
+        f' {", ".join(truncation_lib.MODES)}.',
     )
     configs.check_ints(
         self,

@@ -22,6 +22,7 @@ from disco import devices as devices_lib
 from disco import learner
 from disco import precision
 from disco import replay as replay_lib
+from disco import truncation as truncation_lib
 from disco import types
 from disco.environments import base as base_env
 from disco.train.config import TrainConfig
@@ -117,6 +118,10 @@ def per_device_fns(
       env=env,
       rollout_len=config.rollout_len,
       actor_step_fn=actor_step,
+      truncation=(
+          config.truncation == truncation_lib.BOOTSTRAP
+          and truncation_lib.reports_truncation(env)
+      ),
   )
 
   def init(seed_key: chex.PRNGKey) -> TrainState:

@@ -273,8 +273,36 @@ def test_registry_builds_it():
   assert isinstance(env, craftax_env.CraftaxEnvironment)
   assert env.batch_size == 2 and env.env_name == _NAME
   assert registry.is_jittable(env)
-  with pytest.raises(ValueError, match='no settings'):
+  with pytest.raises(ValueError, match="Unknown setting.*'a'.*fields"):
     registry.make_environment('craftax:' + _NAME, 2, settings={'a': 1})
+  limited = registry.make_environment(
+      'craftax:' + _NAME, 2, settings={'max_timesteps': 7}
+  )
+  assert limited.env_params.max_timesteps == 7
+  assert env.env_params.max_timesteps == 10000
+
+
+def test_time_limit_is_reported_as_a_truncation():
+  pytest.importorskip('craftax')
+  limit = 3
+  env = registry.make_environment(
+      'craftax:' + _NAME, 2, settings={'max_timesteps': limit}
+  )
+  state, timestep = env.reset(jax.random.key(0))
+  noop = jnp.zeros((2,), jnp.int32)  # Action 0: no move, nobody dies.
+  for t in range(1, limit + 1):
+    previous = timestep
+    state, timestep, truncation = env.step_with_truncation(state, noop)
+    at_limit = t == limit
+    np.testing.assert_array_equal(
+        timestep.step_type == dm_env.StepType.LAST, [at_limit] * 2
+    )
+    np.testing.assert_array_equal(truncation.truncated, [at_limit] * 2)
+  # The world was generated anew; the final observation is the old world's.
+  final = np.asarray(truncation.final_observation)
+  assert not np.allclose(final, timestep.observation)
+  # Nothing moved in the old world: only its clock and light changed.
+  assert np.mean(np.isclose(final, previous.observation)) > 0.9
 
 
 def test_bad_arguments_are_rejected():

@@ -233,8 +233,36 @@ def test_registry_builds_it():
   assert isinstance(env, xminigrid_env.XMinigridEnvironment)
   assert env.batch_size == 2 and env.env_name == _NAME
   assert registry.is_jittable(env)
-  with pytest.raises(ValueError, match='no settings'):
+  with pytest.raises(ValueError, match="Unknown setting.*'a'.*fields"):
     registry.make_environment('xminigrid:' + _NAME, 2, settings={'a': 1})
+  limited = registry.make_environment(
+      'xminigrid:' + _NAME, 2, settings={'max_steps': 7}
+  )
+  assert limited.env_params.max_steps == 7
+  assert env.env_params.max_steps != 7
+
+
+def test_step_limit_is_reported_as_a_truncation():
+  pytest.importorskip('xminigrid')
+  limit = 3
+  env = registry.make_environment(
+      'xminigrid:MiniGrid-Empty-6x6', 2, settings={'max_steps': limit}
+  )
+  state, timestep = env.reset(jax.random.key(0))
+  turn = jnp.full((2,), 2, jnp.int32)  # Turning in place reaches no goal.
+  for t in range(1, limit + 2):
+    state, timestep, truncation = env.step_with_truncation(state, turn)
+    at_limit = t == limit
+    np.testing.assert_array_equal(
+        timestep.step_type == dm_env.StepType.LAST, [at_limit] * 2
+    )
+    np.testing.assert_array_equal(truncation.truncated, [at_limit] * 2)
+    # The final observation differs from the restarted one at the limit only.
+    same = np.all(
+        np.isclose(truncation.final_observation, timestep.observation),
+        axis=(1, 2, 3),
+    )
+    np.testing.assert_array_equal(same, [not at_limit] * 2)
 
 
 def test_bad_arguments_are_rejected():
