@@ -20,6 +20,7 @@ import optax
 from disco import checkpoint as checkpoint_lib
 from disco import devices
 from disco import files
+from disco import loggers
 from disco import progress
 from disco import runtime
 from disco import types
@@ -305,6 +306,8 @@ def run_meta_train(
     resume: bool = False,
     handle_interrupts: bool = False,
     init_params: weights.Params | None = None,
+    logger: loggers.LoggerArg = None,
+    log_dir: files.PathLike | None = None,
 ) -> MetaTrainResult:
   """Meta-trains an update rule on all devices (the reference's loop).
 
@@ -332,11 +335,16 @@ def run_meta_train(
       must exist and match `config`) up to `config.num_steps`. Without it, a
       `checkpoint_dir` that already holds checkpoints is an error, so that
       nothing is overwritten.
-    handle_interrupts: make the first Ctrl-C finish the current meta-step,
-      write a checkpoint (with `checkpoint_dir`) and raise
-      `KeyboardInterrupt` (`interrupts.deferred_interrupts`). Without it
-      the loop leaves SIGINT alone.
+    handle_interrupts: make the first Ctrl-C or SIGTERM finish the current
+      meta-step, write a checkpoint (with `checkpoint_dir`) and raise
+      `interrupts.Interrupted` (`interrupts.deferred_interrupts`); with
+      several processes, all stop after the same meta-step. Without it
+      the loop leaves the signals alone.
     init_params: deprecated name of `update_rule_params`.
+    logger: where each step's logs also go: sink names ('csv',
+      'tensorboard', 'wandb'; written under `log_dir`) and/or
+      `disco.loggers.Logger` objects (see `disco.loggers`).
+    log_dir: the directory the named sinks write in.
 
   Returns:
     A `MetaTrainResult` with the final rule and the logs of all meta-steps.
@@ -360,17 +368,21 @@ def run_meta_train(
     )
   params = init_params if update_rule_params is None else update_rule_params
   trainer = _trainer_for(config)
-  state, logs, last_saved = runtime.run(
-      trainer,
-      config,
-      update_rule_params=params,
-      checkpoint_dir=checkpoint_dir,
-      resume=resume,
-      progress_fn=progress_fn,
-      handle_interrupts=handle_interrupts,
-      kind=_CHECKPOINT_KIND,
-      execution_fields=meta_train_config.EXECUTION_FIELDS,
-  )
+  with loggers.open_logger(
+      logger, log_dir, resume=resume, config=config
+  ) as sink:
+    state, logs, last_saved = runtime.run(
+        trainer,
+        config,
+        update_rule_params=params,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume,
+        progress_fn=progress_fn,
+        handle_interrupts=handle_interrupts,
+        kind=_CHECKPOINT_KIND,
+        execution_fields=meta_train_config.EXECUTION_FIELDS,
+        logger=sink,
+    )
   return runtime.RunResult(
       update_rule_params=trainer.host_params(state),
       logs=stacked_logs(logs),

@@ -9,6 +9,7 @@ from disco import checkpoint as checkpoint_lib
 from disco import configs
 from disco import devices
 from disco import files
+from disco import loggers
 from disco import progress
 from disco import weights
 from disco.runtime import metadata as metadata_lib
@@ -81,6 +82,7 @@ def run(
     handle_interrupts: bool,
     kind: str,
     execution_fields: Set[str],
+    logger: loggers.Logger | None = None,
 ) -> tuple[Any, list[dict[str, float]], pathlib.Path | None]:
   """Starts or resumes a run of `program` and steps it to `config.num_steps`.
 
@@ -97,10 +99,11 @@ def run(
     checkpoint_dir: where checkpoints go (`steps.checkpoint_root`), or None.
     resume: continue from the newest checkpoint in `checkpoint_dir`.
     progress_fn: called as `progress_fn(step, logs)` after each step.
-    handle_interrupts: Ctrl-C finishes the step, checkpoints and raises
-      `KeyboardInterrupt`.
+    handle_interrupts: Ctrl-C or SIGTERM finishes the step, checkpoints and
+      raises `interrupts.Interrupted` (on every process of the run).
     kind: the checkpoints' kind.
     execution_fields: config fields a resumed run may change.
+    logger: gets each step's logs (`loggers.Logger.log(step, logs)`).
 
   Returns:
     (the final state, the logs of every step, the last checkpoint written
@@ -170,5 +173,6 @@ def run(
       last_saved=last_saved,
       progress_fn=progress_fn,
       handle_interrupts=handle_interrupts,
+      logger=logger,
   )
   return state, logs, last_saved
