@@ -192,9 +192,11 @@ class TensorBoardLogger(Logger):
       self._writers[series] = self._module.SummaryWriter(
           logdir=str(self.root / series if series else self.root),
           flush_secs=self.flush_secs,
-          # The name has the second it was made in: unique for a resume
-          # within the same second too.
-          filename_suffix=f'.{secrets.token_hex(4)}',
+          # The name has the second it was made in; with the nanosecond, a
+          # resumed run's file is new and sorts after the earlier ones
+          # (TensorBoard reads a directory's files in the order of their
+          # names) even within the same second.
+          filename_suffix=f'.{time.time_ns():020d}',
       )
     return self._writers[series]
 
