@@ -85,6 +85,23 @@ def test_every_process_stops_when_one_was_signalled(
   assert asked == [0]  # Asked every step, whether or not it stops.
 
 
+def test_without_handlers_the_processes_gather_nothing(monkeypatch):
+  monkeypatch.setattr(jax, 'process_count', lambda: 2)
+  asked = []
+
+  def _allgather(x):
+    asked.append(int(x))
+    return np.zeros((2,), np.int32)
+
+  monkeypatch.setattr(multihost_utils, 'process_allgather', _allgather)
+  with runtime.stop_on_interrupt('step', enabled=False) as stop:
+    stop(None)
+  assert not asked
+  with runtime.stop_on_interrupt('step', enabled=True) as stop:
+    stop(None)
+  assert asked == [0]
+
+
 _TRAIN_ARGS = [
     *tiny_args.TRAIN,
     '--rule=actor_critic',

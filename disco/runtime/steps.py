@@ -71,18 +71,19 @@ def agreed_signal(signum: int) -> int:
 
 
 def stopper(
-    interrupted: Callable[[], int],
+    interrupted: Callable[[], int], agree: bool = True
 ) -> Callable[[Callable[[], Any] | None], None]:
   """`stop_if_interrupted(save)`: once a signal came, saves and stops.
 
   Called after each step, by every process at the same point: when
   `interrupted()` (the signal received, 0 if none) is set on any process
-  (`agreed_signal`), it calls `save()` (if given; a path it returns is
-  logged) and raises `interrupts.Interrupted` (a `KeyboardInterrupt`).
+  (`agreed_signal`; on this one alone if not `agree`, for a flag that is
+  never set), it calls `save()` (if given; a path it returns is logged)
+  and raises `interrupts.Interrupted` (a `KeyboardInterrupt`).
   """
 
   def _stop_if_interrupted(save: Callable[[], Any] | None) -> None:
-    signum = agreed_signal(interrupted())
+    signum = agreed_signal(interrupted()) if agree else interrupted()
     if signum:
       if save is not None:
         saved = save()
@@ -99,7 +100,8 @@ def stop_on_interrupt(
 ) -> Iterator[Callable[[Callable[[], Any] | None], None]]:
   """`interrupts.deferred_interrupts` (Ctrl-C, SIGTERM), yielding its `stopper`."""
   with interrupts.deferred_interrupts(what, enabled=enabled) as interrupted:
-    yield stopper(interrupted)
+    # Without handlers no process can be signalled: nothing to agree on.
+    yield stopper(interrupted, agree=enabled)
 
 
 def checkpoint_root(checkpoint_dir: files.PathLike) -> pathlib.Path:
