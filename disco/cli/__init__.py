@@ -237,7 +237,7 @@ def main(
         ' --resume',
         file=sys.stderr,
     )
-    return EXIT_INTERRUPTED - signal.SIGINT + signum
+    return 128 + int(signum)  # The shells' convention: 130, 143.
 
 
 def report(prog: str, written: Sequence[pathlib.Path]) -> None:
