@@ -70,7 +70,7 @@ def require(name: str) -> types.ModuleType:
 
 
 def scalars_of(row: Mapping[str, Any], *skip: str) -> dict[str, float]:
-  """The finite-or-infinite numbers of `row` (NaN and strings dropped).
+  """The numbers of `row` as floats (NaN, strings and booleans left out).
 
   `skip` names keys that are not scalars to log (the step, the seed).
   """

@@ -165,11 +165,16 @@ def test_disco_train_stopped_by_sigterm_resumes_exactly(tmp_path, capsys):
       (tmp_path / 'out').open('w') as out,
       (tmp_path / 'err').open('w') as err,
   ):
+    # This process's environment (so a JAX compilation cache, as in CI, is
+    # shared: the programs compiled above load instead of compiling).
+    path = [str(forced_devices.REPO), os.environ.get('PYTHONPATH', '')]
     proc = subprocess.Popen(
         [sys.executable, '-c', _SLOW_TRAIN]
         + _TRAIN_ARGS
         + [f'--out-dir={stopped}'],
-        env=forced_devices.env(1),
+        env=dict(
+            os.environ, PYTHONPATH=os.pathsep.join(path).rstrip(os.pathsep)
+        ),
         cwd=forced_devices.REPO,
         stdout=out,
         stderr=err,
