@@ -254,7 +254,9 @@ def write_partial(
   """
   from disco import logs as logs_lib  # pylint: disable=g-import-not-at-top
 
-  logs = logs_lib.columns(logs_lib.from_arrays(checkpoint.load(ckpt_dir).arrays))
+  logs = logs_lib.columns(
+      logs_lib.from_arrays(checkpoint.load(ckpt_dir).arrays)
+  )
   write_json(
       partial_path(out, name),
       dict(

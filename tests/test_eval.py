@@ -25,6 +25,7 @@ from disco import checkpoint
 from disco import configs
 from disco import eval as eval_lib
 from disco import learner
+from disco import logs
 from disco import plotting
 from disco import train
 from disco.environments import registry
@@ -683,24 +684,34 @@ def test_bad_resumes_are_refused(tmp_path):
     )
 
 
-def test_no_signal_handler_without_handle_interrupts():
-  before = signal.getsignal(signal.SIGINT)
+def test_no_signal_handler_without_handle_interrupts(tmp_path):
+  signals = (signal.SIGINT, signal.SIGTERM)
+  before = [signal.getsignal(s) for s in signals]
   during = []
 
   def progress_fn(step, metrics):
     del step, metrics
-    during.append(signal.getsignal(signal.SIGINT))
+    during.append([signal.getsignal(s) for s in signals])
 
   config = eval_lib.EvalConfig(
       rule='actor_critic', **(TINY | dict(num_steps=2))
   )
-  eval_lib.run_eval(config, progress_fn=progress_fn)
+  # (With a logger too: its rows are the run's iterations.)
+  eval_lib.run_eval(
+      config, progress_fn=progress_fn, logger='csv', log_dir=tmp_path
+  )
   assert during == [before, before]
-  assert signal.getsignal(signal.SIGINT) is before
-  # With handle_interrupts a handler is installed only while it runs.
+  assert [signal.getsignal(s) for s in signals] == before
+  rows = logs.read_csv(tmp_path / 'log.csv')
+  assert [(r['series'], r['step']) for r in rows] == [
+      ('actor_critic/seed_0', 1),
+      ('actor_critic/seed_0', 2),
+  ]
+  assert {'env_steps', 'avg_return', 'num_episodes'} <= set(rows[0])
+  # With handle_interrupts handlers are installed only while it runs.
   eval_lib.run_eval(config, progress_fn=progress_fn, handle_interrupts=True)
-  assert during[-1] is not before
-  assert signal.getsignal(signal.SIGINT) is before
+  assert all(d is not b for d, b in zip(during[-1], before))
+  assert [signal.getsignal(s) for s in signals] == before
 
 
 def test_fast_alias_is_the_colab_preset_with_the_configs_settings():

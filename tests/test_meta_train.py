@@ -24,6 +24,7 @@ import pytest
 
 from disco import agent as agent_lib
 from disco import checkpoint
+from disco import logs
 from disco import meta_train
 from disco import progress
 from disco import weights
@@ -288,11 +289,20 @@ def test_run_meta_train_smoke(tmp_path):
 
   before = signal.getsignal(signal.SIGINT)
   result = meta_train.run_meta_train(
-      _TINY, progress_fn=_progress, checkpoint_dir=tmp_path
+      _TINY,
+      progress_fn=_progress,
+      checkpoint_dir=tmp_path,
+      logger='csv',
+      log_dir=tmp_path / 'logs',
   )
   assert [step for step, _ in seen] == [1, 2]
   # Without handle_interrupts the library leaves Ctrl-C alone.
   assert handlers == [before] * 2
+  # The logger's rows are the steps' logs.
+  rows = logs.read_csv(tmp_path / 'logs' / 'log.csv')
+  assert [r['step'] for r in rows] == [1, 2]
+  for row, (_, step_logs) in zip(rows, seen, strict=True):
+    assert row['meta_loss'] == pytest.approx(step_logs['meta_loss'])
   assert result.num_steps == 2
   assert _LOG_KEYS <= set(result.logs)
   assert any(k.startswith('agent/') for k in result.logs)

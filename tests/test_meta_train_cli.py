@@ -160,8 +160,10 @@ def test_resume_trims_the_log_at_this_process_checkpoint(
   monkeypatch.setattr(jax, 'process_index', lambda: 1)
   params = {'module': {'w': np.zeros((2,), np.float32)}}
 
-  def _run(config, *, progress_fn, checkpoint_dir, resume, handle_interrupts):
-    del handle_interrupts
+  def _run(
+      config, *, progress_fn, checkpoint_dir, resume, handle_interrupts, logger
+  ):
+    del handle_interrupts, logger
     if not resume:
       for step in (1, 2, 3):
         progress_fn(step, {'meta_loss': float(step)})

@@ -17,6 +17,7 @@ from disco import checkpoint
 from disco import configs
 from disco import devices as devices_lib
 from disco import learner
+from disco import logs
 from disco import replay as replay_lib
 from disco import train
 from disco import types
@@ -187,15 +188,33 @@ def test_resume_is_exact(tmp_path):
       buffer_capacity=8,
   )
   straight = train.run_train(config, num_seeds=2)
+  logged = dict(logger='csv', log_dir=tmp_path / 'logs')
   first = train.run_train(
-      config.replace(num_steps=3), num_seeds=2, checkpoint_dir=tmp_path
+      config.replace(num_steps=3),
+      num_seeds=2,
+      checkpoint_dir=tmp_path / 'ckpt',
+      **logged,
   )
   # Chunks end at 1 (the iteration before learning), 3, 5 and 6.
-  assert checkpoint.latest_step(tmp_path) == 3
+  assert checkpoint.latest_step(tmp_path / 'ckpt') == 3
   assert len(first.logs['step']) < len(straight.logs['step'])
   resumed = train.run_train(
-      config, num_seeds=2, checkpoint_dir=tmp_path, resume=True
+      config,
+      num_seeds=2,
+      checkpoint_dir=tmp_path / 'ckpt',
+      resume=True,
+      **logged,
   )
+  # The logger got every row once, as series seed_<s>, across the resume.
+  rows = logs.read_csv(tmp_path / 'logs' / 'log.csv')
+  assert [(r['series'], r['step'], r['env_steps']) for r in rows] == [
+      (f'seed_{int(seed)}', int(step), env_steps)
+      for seed, step, env_steps in zip(
+          straight.logs['seed'],
+          straight.logs['step'],
+          straight.logs['env_steps'],
+      )
+  ]
   chex.assert_trees_all_equal(
       _logs_without_time(resumed), _logs_without_time(straight)
   )

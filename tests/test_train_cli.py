@@ -2,6 +2,7 @@
 
 import csv
 import json
+import sys
 
 import pytest
 
@@ -58,6 +59,9 @@ def test_bad_flags_are_usage_errors(argv, message, capsys, tmp_path):
   assert message in err and 'Traceback' not in err
 
 
+# The tests that run `_ARGS` with two seeds share a worker, so that they
+# compile its programs once (tests/test_preemption.py's as well).
+@pytest.mark.xdist_group('train_cli_tiny')
 def test_a_run_writes_its_outputs_and_resumes(capsys, tmp_path):
   out = tmp_path / 'run'
   status, stdout, err = _main(
@@ -92,3 +96,74 @@ def test_a_run_writes_its_outputs_and_resumes(capsys, tmp_path):
   resumed = _rows(out / 'log.csv')
   assert resumed[: len(rows)] == rows
   assert max(int(r['step']) for r in resumed) == 5
+
+
+def _tensorboard_scalars(directory):
+  """{tag: [(step, value)]} of the event files in `directory`, as TB reads."""
+  accumulator = pytest.importorskip(
+      'tensorboard.backend.event_processing.event_accumulator'
+  )
+  events = accumulator.EventAccumulator(str(directory))
+  events.Reload()
+  return {
+      tag: [(e.step, e.value) for e in events.Scalars(tag)]
+      for tag in events.Tags()['scalars']
+  }
+
+
+@pytest.mark.xdist_group('train_cli_tiny')
+def test_logger_tensorboard_writes_event_files_that_tensorboard_reads(
+    capsys, tmp_path
+):
+  pytest.importorskip('tensorboardX')
+  out = tmp_path / 'run'
+  argv = [*_ARGS, '--num-seeds=2', f'--out-dir={out}']
+  status, _, err = _main(
+      capsys, *argv, '--num-steps=3', '--logger', 'csv', 'tensorboard'
+  )
+  assert status == 0, err
+  assert json.loads((out / 'config.json').read_text())['logger'] == [
+      'csv',
+      'tensorboard',
+  ]
+  # --resume keeps the run's loggers; steps 1-3 are not logged again.
+  status, _, err = _main(
+      capsys, f'--out-dir={out}', '--resume', '--num-steps=5'
+  )
+  assert status == 0, err
+  rows = _rows(out / 'log.csv')
+  for seed in (0, 1):
+    scalars = _tensorboard_scalars(out / 'tensorboard' / f'seed_{seed}')
+    assert {
+        'env_steps',
+        'train_return',
+        'eval_return',
+        'logs/total_loss',
+    } <= set(scalars)
+    assert 'seed' not in scalars and 'step' not in scalars
+    of_seed = [r for r in rows if r['seed'] == str(seed)]
+    # The step-0 evaluation, then one point per iteration, once each.
+    assert scalars['eval_return'] == [
+        (int(r['step']), pytest.approx(float(r['eval_return'])))
+        for r in of_seed
+    ]
+    assert [step for step, _ in scalars['eval_return']] == list(range(6))
+    # NaN (no learning yet) is left out, not logged.
+    assert [step for step, _ in scalars['logs/total_loss']] == [
+        int(r['step']) for r in of_seed if r['logs/total_loss']
+    ]
+
+
+def test_logger_without_its_extra_is_a_named_error(
+    capsys, tmp_path, monkeypatch
+):
+  monkeypatch.setitem(sys.modules, 'tensorboardX', None)  # Not installed.
+  status, _, err = _main(
+      capsys, *_ARGS, f'--out-dir={tmp_path}', '--logger', 'tensorboard'
+  )
+  assert status == 1
+  assert err.strip() == (
+      'disco-train: error: The tensorboard logger needs the tensorboardX'
+      ' package: pip install "disco-jax[tensorboard]"'
+  )
+  assert not (tmp_path / 'log.csv').exists()  # Nothing ran.

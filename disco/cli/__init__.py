@@ -4,7 +4,8 @@ Each command (`disco-eval`, `disco-train`, `disco-meta-train`,
 `disco-discover`) declares a `Command`; `run_command` parses its flags
 (generated from its config dataclass), loads or resumes its run directory
 and runs it under one error policy (usage error: exit 2; named error of
-the run: one line, exit 1; Ctrl-C: checkpoint, exit 130).
+the run: one line, exit 1; Ctrl-C or SIGTERM: checkpoint, print the
+resume command, exit 128 + the signal's number: 130 or 143).
 """
 
 # pylint: disable=g-importing-member,useless-import-alias
@@ -14,6 +15,7 @@ import dataclasses
 import functools
 import json
 import pathlib
+import signal
 import sys
 import time
 import traceback
@@ -22,6 +24,8 @@ from typing import Any
 from disco import checkpoint
 from disco import configs
 from disco import files
+from disco import interrupts
+from disco import loggers
 from disco import logs
 from disco import progress
 from disco import weights
@@ -46,7 +50,7 @@ CHECKPOINTS_DIRNAME = 'checkpoints'
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT; a SIGTERM exits with 128 + 15.
 
 # Errors that mean "the input is wrong", not "the code is wrong": reported
 # in one line. ImportError: a missing optional package (matplotlib, gymnax).
@@ -163,8 +167,9 @@ class RunDir:
 def prepare_run(args: argparse.Namespace, run_dir: RunDir, config: Any) -> None:
   """Checks what can be checked before a run starts, then makes `--out-dir`.
 
-  The environment and its settings (each of a population's), matplotlib (unless `--no-plot`), and
-  that a new run does not overwrite another's checkpoints.
+  The environment and its settings (each of a population's), matplotlib
+  (unless `--no-plot`), and that a new run does not overwrite another's
+  checkpoints.
   """
   if hasattr(config, 'members'):  # A population (`DiscoveryConfig`).
     for member in config.members:
@@ -187,6 +192,13 @@ def prepare_run(args: argparse.Namespace, run_dir: RunDir, config: Any) -> None:
     )
   use_compilation_cache(args.compilation_cache)
   run_dir.create()
+
+
+def logger_names(
+    args: argparse.Namespace, saved: Mapping[str, Any]
+) -> list[str]:
+  """`--logger`'s sinks; without it, the resumed run's (or else csv)."""
+  return list(args.logger or saved.get('logger') or [loggers.CSV])
 
 
 def main(
@@ -212,14 +224,20 @@ def main(
       traceback.print_exc()
     print(f'{prog}: error: {e}', file=sys.stderr)
     return EXIT_ERROR
-  except KeyboardInterrupt:
+  except KeyboardInterrupt as e:
+    signum = getattr(e, 'signum', signal.SIGINT)
+    what = (
+        'interrupted'
+        if signum == signal.SIGINT
+        else f'stopped by {interrupts.signal_name(signum)}'
+    )
     print(
-        f'\n{prog}: interrupted; checkpoint and partial log in'
+        f'\n{prog}: {what}; checkpoint and partial log in'
         f' {args.out_dir}. Continue with: {prog} --out-dir {args.out_dir}'
         ' --resume',
         file=sys.stderr,
     )
-    return EXIT_INTERRUPTED
+    return 128 + int(signum)  # The shells' convention: 130, 143.
 
 
 def report(prog: str, written: Sequence[pathlib.Path]) -> None:
@@ -243,6 +261,8 @@ class Run:
     extras: what `config.json` keeps besides the config (e.g. seeds).
     log: `log.csv`, streamed.
     start_time: `time.perf_counter()` when the command started.
+    logger: the sinks `--logger` names besides `log.csv` (the run
+      functions' `logger`).
   """
 
   args: argparse.Namespace
@@ -251,6 +271,9 @@ class Run:
   extras: dict[str, Any]
   log: logs.CsvLog
   start_time: float
+  logger: loggers.Logger = dataclasses.field(
+      default_factory=lambda: loggers.Loggers([])
+  )
 
   def log_step(self, step: int, step_logs: Mapping[str, float]) -> None:
     """Appends a row {'step': step, **step_logs} to `log.csv`."""
@@ -370,6 +393,11 @@ def _body(command: Command, args: argparse.Namespace) -> int:
   cls = command.config_cls
   config = make_config(cls, base | overrides(args, cls))
   extras = {} if command.extras is None else command.extras(args, saved, config)
+  sinks = [n for n in logger_names(args, saved) if n != loggers.CSV]
+  for name in sinks:  # A missing package fails before anything runs.
+    loggers.require(name)
+  if sinks:  # Kept for --resume (a csv-only run's config.json lacks it).
+    extras['logger'] = logger_names(args, saved)
   prepare_run(args, run_dir, config)
   if not args.resume:
     run_dir.write_config(command.prog, config, **extras)
@@ -377,6 +405,13 @@ def _body(command: Command, args: argparse.Namespace) -> int:
   log = logs.CsvLog(run_dir.log)
   run = Run(args, run_dir, config, extras, log, start_time)
   log.keep(command.resumed_rows(run))
+  run.logger = loggers.make(
+      sinks,
+      run_dir.path,
+      resume=args.resume,
+      config=config,
+      run_name=f'{command.prog} {run_dir.path.name}',
+  )
   plots = []
   try:
     result = command.run(run)
@@ -384,6 +419,7 @@ def _body(command: Command, args: argparse.Namespace) -> int:
     run_dir.write_config(command.prog, config, **extras)  # E.g. more steps.
     raise
   finally:
+    run.logger.close()
     if args.plot and log.rows:
       plots += command.plot(log.rows, run)
   run_dir.write_config(command.prog, config, **extras)
@@ -442,6 +478,7 @@ def run_meta_steps(
         checkpoint_dir=run.run_dir.checkpoints,
         resume=run.args.resume,
         handle_interrupts=True,
+        logger=run.logger,
     )
 
 

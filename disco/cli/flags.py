@@ -9,6 +9,7 @@ from typing import Any
 import warnings
 
 from disco import configs
+from disco import loggers
 
 CONFIG_FILENAME = 'config.json'
 
@@ -23,6 +24,7 @@ COMMON_FLAGS = (
     '--plot',
     '--no-plot',
     '--compilation-cache',
+    '--logger',
     '--debug',
 )
 
@@ -276,6 +278,21 @@ def add_common_flags(
       help=(
           "JAX's persistent compilation cache directory: later runs start"
           ' in seconds instead of compiling again'
+      ),
+  )
+  group.add_argument(
+      '--logger',
+      nargs='+',
+      choices=loggers.NAMES,
+      metavar='NAME',
+      default=None,
+      help=(
+          'where the per-step logs go, one or more of: csv (log.csv, which'
+          ' is always written: the plots and --resume read it), tensorboard'
+          ' (event files in --out-dir/tensorboard/; needs'
+          ' disco-jax[tensorboard]), wandb (a Weights & Biases run in'
+          ' --out-dir/wandb/; needs disco-jax[wandb]; WANDB_MODE=offline'
+          " works without a network) (default: csv; with --resume, the run's)"
       ),
   )
   group.add_argument(

@@ -18,6 +18,7 @@ import numpy as np
 from disco import checkpoint as checkpoint_lib
 from disco import devices
 from disco import files
+from disco import loggers
 from disco import progress
 from disco import runtime
 from disco import weights
@@ -222,6 +223,8 @@ def run_discovery(
     checkpoint_dir: files.PathLike | None = None,
     resume: bool = False,
     handle_interrupts: bool = False,
+    logger: loggers.LoggerArg = None,
+    log_dir: files.PathLike | None = None,
 ) -> DiscoveryResult:
   """Discovers (or fine-tunes) an update rule with the paper's recipe.
 
@@ -235,8 +238,13 @@ def run_discovery(
     checkpoint_dir: where checkpoints go (`runtime.checkpoint_root`
       layout: a subdirectory per process with several).
     resume: continue from the newest checkpoint there.
-    handle_interrupts: the first Ctrl-C finishes the meta-step, writes a
-      checkpoint and raises `KeyboardInterrupt`.
+    handle_interrupts: the first Ctrl-C or SIGTERM finishes the meta-step
+      (on every process), writes a checkpoint and raises
+      `interrupts.Interrupted`.
+    logger: where each step's logs also go: sink names ('csv',
+      'tensorboard', 'wandb'; written under `log_dir`) and/or
+      `disco.loggers.Logger` objects (see `disco.loggers`).
+    log_dir: the directory the named sinks write in.
 
   Returns:
     A `DiscoveryResult`.
@@ -247,14 +255,18 @@ def run_discovery(
     weights.WeightsError: the initial parameters do not fit the rule.
     checkpoint.CheckpointError: as `meta_train.run_meta_train`.
   """
-  return runtime.run(
-      discoverer_for(config),
-      config,
-      update_rule_params=update_rule_params,
-      checkpoint_dir=checkpoint_dir,
-      resume=resume,
-      progress_fn=progress_fn,
-      handle_interrupts=handle_interrupts,
-      kind=_CHECKPOINT_KIND,
-      execution_fields=discovery_config.EXECUTION_FIELDS,
-  )
+  with loggers.open_logger(
+      logger, log_dir, resume=resume, config=config
+  ) as sink:
+    return runtime.run(
+        discoverer_for(config),
+        config,
+        update_rule_params=update_rule_params,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume,
+        progress_fn=progress_fn,
+        handle_interrupts=handle_interrupts,
+        kind=_CHECKPOINT_KIND,
+        execution_fields=discovery_config.EXECUTION_FIELDS,
+        logger=sink,
+    )

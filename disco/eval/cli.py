@@ -187,6 +187,7 @@ def _run(run: cli.Run) -> list[eval_lib.EvalHistory]:
           checkpoint_dir=run.run_dir.checkpoints / rule,
           resume=run.args.resume,
           handle_interrupts=True,
+          logger=run.logger,
       )
   return histories
 

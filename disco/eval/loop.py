@@ -283,13 +283,13 @@ def run_faithful(
     checkpoints: run_checkpoints.RunCheckpoints,
     *,
     resume: bool,
-    interrupted: Callable[[], bool],
+    interrupted: Callable[[], int],
 ) -> eval_history.EvalHistory:
   """Runs (or resumes) one seed's loop up to `num_steps` iterations.
 
   Checkpoints every `checkpoint_every` iterations and at the end; when
-  `interrupted()` turns True, checkpoints after the iteration and raises
-  `KeyboardInterrupt`.
+  `interrupted()` returns a signal, checkpoints after the iteration and
+  raises `interrupts.Interrupted`.
   """
   ckpt = checkpoints.latest(resume)
   if ckpt is None:

@@ -3,7 +3,7 @@
 Details and rationale: `docs/modules.md`.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 import pathlib
 import time
 from typing import TYPE_CHECKING, Any
@@ -13,6 +13,7 @@ from disco import configs
 from disco import files
 from disco import interrupts
 from disco import learner
+from disco import loggers
 from disco import progress
 from disco import run_checkpoints
 from disco import truncation
@@ -106,6 +107,8 @@ def run_eval(
     checkpoint_dir: PathLike | None = None,
     resume: bool = False,
     handle_interrupts: bool = False,
+    logger: loggers.LoggerArg = None,
+    log_dir: PathLike | None = None,
 ) -> EvalHistory:
   """Trains an agent with `config.rule` and returns its learning curve.
 
@@ -131,10 +134,16 @@ def run_eval(
       start afresh if there is none; a complete run returns its history at
       once. Only `eval_config.EXECUTION_FIELDS` may differ from the
       checkpoint's config. Without it, existing checkpoints are an error.
-    handle_interrupts: the first Ctrl-C (SIGINT) finishes the current
-      iteration (`fast=True`: chunk), checkpoints (with `checkpoint_dir`) and
-      raises `KeyboardInterrupt`; a second one interrupts at once. Without
-      it no signal handler is installed.
+    handle_interrupts: the first Ctrl-C (SIGINT) or SIGTERM finishes the
+      current iteration (`fast=True`: chunk), checkpoints (with
+      `checkpoint_dir`) and raises `interrupts.Interrupted` (a
+      `KeyboardInterrupt`); a second one interrupts at once. Without it no
+      signal handler is installed.
+    logger: where each iteration's row also goes, as series
+      '<rule>/seed_<s>' at step `iteration`: sink names ('csv',
+      'tensorboard', 'wandb'; written under `log_dir`) and/or
+      `disco.loggers.Logger` objects (see `disco.loggers`).
+    log_dir: the directory the named sinks write in.
 
   Returns:
     The run's `EvalHistory` (all iterations, restored ones included).
@@ -157,6 +166,8 @@ def run_eval(
       resume,
       handle_interrupts,
       one_run=True,
+      logger=logger,
+      log_dir=log_dir,
   )
   return history
 
@@ -171,6 +182,8 @@ def run_eval_seeds(
     checkpoint_dir: PathLike | None = None,
     resume: bool = False,
     handle_interrupts: bool = False,
+    logger: loggers.LoggerArg = None,
+    log_dir: PathLike | None = None,
 ) -> list[EvalHistory]:
   """`run_eval` for several seeds (`config.seed` is replaced by each).
 
@@ -191,6 +204,8 @@ def run_eval_seeds(
     checkpoint_dir: as in `run_eval` (see `seed_checkpoint_dir`).
     resume: as in `run_eval`.
     handle_interrupts: as in `run_eval`.
+    logger: as in `run_eval`, for every seed.
+    log_dir: as in `run_eval`.
 
   Returns:
     One `EvalHistory` per seed, in the order of `seeds`.
@@ -210,6 +225,8 @@ def run_eval_seeds(
       resume,
       handle_interrupts,
       one_run=False,
+      logger=logger,
+      log_dir=log_dir,
   )
 
 
@@ -291,8 +308,45 @@ def _run(
     handle_interrupts: bool,
     *,
     one_run: bool,
+    logger: loggers.LoggerArg,
+    log_dir: PathLike | None,
 ) -> list[EvalHistory]:
-  """Both entry points: builds, checks the checkpoints, runs the loop."""
+  """Both entry points: opens the sinks of `logger`, then `_run_seeds`."""
+  with loggers.open_logger(
+      logger, log_dir, resume=resume, config=config
+  ) as sink:
+
+    def _log(seed: int, iteration: int, row: Mapping[str, float]) -> None:
+      if log_fn is not None:
+        log_fn(seed, iteration, row)
+      sink.log(iteration, loggers.scalars_of(row), f'{config.rule}/seed_{seed}')
+
+    return _run_seeds(
+        config,
+        seeds,
+        update_rule_params,
+        progress_fn,
+        _log,
+        checkpoint_dir,
+        resume,
+        handle_interrupts,
+        one_run=one_run,
+    )
+
+
+def _run_seeds(
+    config: EvalConfig,
+    seeds: list[int],
+    update_rule_params: types.MetaParams | None,
+    progress_fn: ProgressFn | None,
+    log_fn: LogFn | None,
+    checkpoint_dir: PathLike | None,
+    resume: bool,
+    handle_interrupts: bool,
+    *,
+    one_run: bool,
+) -> list[EvalHistory]:
+  """Builds, checks the checkpoints, runs the loop."""
   start_time = time.perf_counter()
   if resume and checkpoint_dir is None:
     raise ValueError('resume=True needs a checkpoint_dir.')
@@ -308,7 +362,7 @@ def _run(
         " disco.train.preset('colab') (disco.eval.to_train_config(config)"
         ' gives the same run).',
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
     return _run_fast(
         config,

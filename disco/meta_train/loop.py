@@ -20,6 +20,7 @@ import optax
 from disco import checkpoint as checkpoint_lib
 from disco import devices
 from disco import files
+from disco import loggers
 from disco import progress
 from disco import runtime
 from disco import types
@@ -300,6 +301,8 @@ def run_meta_train(
     resume: bool = False,
     handle_interrupts: bool = False,
     init_params: weights.Params | None = None,
+    logger: loggers.LoggerArg = None,
+    log_dir: files.PathLike | None = None,
 ) -> MetaTrainResult:
   """Meta-trains an update rule on all devices (the reference's loop).
 
@@ -327,11 +330,16 @@ def run_meta_train(
       must exist and match `config`) up to `config.num_steps`. Without it, a
       `checkpoint_dir` that already holds checkpoints is an error, so that
       nothing is overwritten.
-    handle_interrupts: make the first Ctrl-C finish the current meta-step,
-      write a checkpoint (with `checkpoint_dir`) and raise
-      `KeyboardInterrupt` (`interrupts.deferred_interrupts`). Without it
-      the loop leaves SIGINT alone.
+    handle_interrupts: make the first Ctrl-C or SIGTERM finish the current
+      meta-step, write a checkpoint (with `checkpoint_dir`) and raise
+      `interrupts.Interrupted` (`interrupts.deferred_interrupts`); with
+      several processes, all stop after the same meta-step. Without it
+      the loop leaves the signals alone.
     init_params: deprecated name of `update_rule_params`.
+    logger: where each step's logs also go: sink names ('csv',
+      'tensorboard', 'wandb'; written under `log_dir`) and/or
+      `disco.loggers.Logger` objects (see `disco.loggers`).
+    log_dir: the directory the named sinks write in.
 
   Returns:
     A `MetaTrainResult` with the final rule and the logs of all meta-steps.
@@ -354,14 +362,18 @@ def run_meta_train(
         stacklevel=2,
     )
   params = init_params if update_rule_params is None else update_rule_params
-  return runtime.run(
-      _trainer_for(config),
-      config,
-      update_rule_params=params,
-      checkpoint_dir=checkpoint_dir,
-      resume=resume,
-      progress_fn=progress_fn,
-      handle_interrupts=handle_interrupts,
-      kind=_CHECKPOINT_KIND,
-      execution_fields=meta_train_config.EXECUTION_FIELDS,
-  )
+  with loggers.open_logger(
+      logger, log_dir, resume=resume, config=config
+  ) as sink:
+    return runtime.run(
+        _trainer_for(config),
+        config,
+        update_rule_params=params,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume,
+        progress_fn=progress_fn,
+        handle_interrupts=handle_interrupts,
+        kind=_CHECKPOINT_KIND,
+        execution_fields=meta_train_config.EXECUTION_FIELDS,
+        logger=sink,
+    )

@@ -9,6 +9,7 @@ from disco import checkpoint as checkpoint_lib
 from disco import configs
 from disco import devices
 from disco import files
+from disco import loggers
 from disco import progress
 from disco import weights
 from disco.runtime import metadata as metadata_lib
@@ -84,6 +85,7 @@ def run(
     handle_interrupts: bool,
     kind: str,
     execution_fields: Set[str],
+    logger: loggers.Logger | None = None,
 ) -> steps_lib.RunResult:
   """Starts or resumes a run of `program` and steps it to `config.num_steps`.
 
@@ -100,10 +102,11 @@ def run(
     checkpoint_dir: where checkpoints go (`steps.checkpoint_root`), or None.
     resume: continue from the newest checkpoint in `checkpoint_dir`.
     progress_fn: called as `progress_fn(step, logs)` after each step.
-    handle_interrupts: Ctrl-C finishes the step, checkpoints and raises
-      `KeyboardInterrupt`.
+    handle_interrupts: Ctrl-C or SIGTERM finishes the step, checkpoints and
+      raises `interrupts.Interrupted` (on every process of the run).
     kind: the checkpoints' kind.
     execution_fields: config fields a resumed run may change.
+    logger: gets each step's logs (`loggers.Logger.log(step, logs)`).
 
   Returns:
     The final rule, the logs of every step (`steps.stacked_logs`), the steps
@@ -173,6 +176,7 @@ def run(
       last_saved=last_saved,
       progress_fn=progress_fn,
       handle_interrupts=handle_interrupts,
+      logger=logger,
   )
   return steps_lib.RunResult(
       update_rule_params=program.host_params(state),

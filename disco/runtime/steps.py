@@ -1,4 +1,4 @@
-"""The step loop every run kind shares: cadence, Ctrl-C, checkpoints, logs."""
+"""The step loop every run kind shares: cadence, signals, checkpoints, logs."""
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 import contextlib
@@ -13,6 +13,7 @@ import numpy as np
 from disco import checkpoint as checkpoint_lib
 from disco import files
 from disco import interrupts
+from disco import loggers
 from disco import logs as logs_lib
 from disco import progress
 from disco import weights
@@ -52,22 +53,44 @@ def is_due(step: int, every: int, since: int | None = None) -> bool:
   return step // every > since // every
 
 
-def stopper(
-    interrupted: Callable[[], bool],
-) -> Callable[[Callable[[], Any] | None], None]:
-  """`stop_if_interrupted(save)`: once `interrupted()`, saves and stops.
+def agreed_signal(signum: int) -> int:
+  """The signal that stops every process: the largest any process received.
 
-  Called after each step: when Ctrl-C has been pressed it calls `save()`
-  (if given; a path it returns is logged) and raises `KeyboardInterrupt`.
+  On one process, `signum` itself. With several (`jax.distributed`), a
+  tiny all-gather that every process makes at the same point of its loop,
+  so that a signal that reached one process stops them all after the same
+  step (a process that stopped alone would leave the others waiting in the
+  next collective).
+  """
+  if jax.process_count() == 1:
+    return int(signum)
+  # pylint: disable-next=g-import-not-at-top
+  from jax.experimental import multihost_utils
+
+  gathered = multihost_utils.process_allgather(np.int32(signum))
+  return int(np.max(gathered))
+
+
+def stopper(
+    interrupted: Callable[[], int], agree: bool = True
+) -> Callable[[Callable[[], Any] | None], None]:
+  """`stop_if_interrupted(save)`: once a signal came, saves and stops.
+
+  Called after each step, by every process at the same point: when
+  `interrupted()` (the signal received, 0 if none) is set on any process
+  (`agreed_signal`; on this one alone if not `agree`, for a flag that is
+  never set), it calls `save()` (if given; a path it returns is logged)
+  and raises `interrupts.Interrupted` (a `KeyboardInterrupt`).
   """
 
   def _stop_if_interrupted(save: Callable[[], Any] | None) -> None:
-    if interrupted():
+    signum = agreed_signal(interrupted()) if agree else interrupted()
+    if signum:
       if save is not None:
         saved = save()
         if saved is not None:
           logging.warning('Wrote checkpoint %s.', saved)
-      raise KeyboardInterrupt
+      raise interrupts.Interrupted(signum)
 
   return _stop_if_interrupted
 
@@ -76,9 +99,10 @@ def stopper(
 def stop_on_interrupt(
     what: str, enabled: bool
 ) -> Iterator[Callable[[Callable[[], Any] | None], None]]:
-  """`interrupts.deferred_interrupts`, yielding its `stopper`."""
+  """`interrupts.deferred_interrupts` (Ctrl-C, SIGTERM), yielding its `stopper`."""
   with interrupts.deferred_interrupts(what, enabled=enabled) as interrupted:
-    yield stopper(interrupted)
+    # Without handlers no process can be signalled: nothing to agree on.
+    yield stopper(interrupted, agree=enabled)
 
 
 def checkpoint_root(checkpoint_dir: files.PathLike) -> pathlib.Path:
@@ -154,14 +178,15 @@ def run_steps(
     progress_fn: progress.ProgressFn | None,
     handle_interrupts: bool,
     what: str = 'meta-step',
+    logger: loggers.Logger | None = None,
 ) -> tuple[Any, pathlib.Path | None]:
   """Steps `state` (with a `.step`) to `num_steps`, checkpointing on the way.
 
-  Appends each step's logs to `logs`, calls `progress_fn(step, logs)`,
-  saves when `is_due(step, checkpoint_every)` and at the end (unless the
+  Appends each step's logs to `logs`, calls `progress_fn(step, logs)` and
+  `logger.log(step, logs)`, saves when `is_due(step, checkpoint_every)` and at the end (unless the
   newest checkpoint, `latest_saved()`, is already this step), and, with
-  `handle_interrupts`, saves and raises `KeyboardInterrupt` after the step
-  during which Ctrl-C came. Returns the final state and the last path saved.
+  `handle_interrupts`, saves and raises `interrupts.Interrupted` after the
+  step during which Ctrl-C or SIGTERM came (on any process). Returns the final state and the last path saved.
   """
   with stop_on_interrupt(what, handle_interrupts) as stop_if_interrupted:
     while state.step < num_steps:
@@ -169,6 +194,8 @@ def run_steps(
       logs.append(step_logs)
       if progress_fn is not None:
         progress_fn(state.step, step_logs)
+      if logger is not None:
+        logger.log(state.step, step_logs)
       stop_if_interrupted(
           None if save is None else lambda: save(state)  # pylint: disable=cell-var-from-loop
       )

@@ -3,7 +3,8 @@
   disco-train --preset paper --env gymnax:Breakout-MinAtar --num-steps 500
   disco-train --preset paper --env gymnax:Breakout-MinAtar --num-seeds 3 \\
       --eval-every 50 --out-dir runs/breakout
-  disco-train --out-dir runs/breakout --resume       # after Ctrl-C
+  disco-train --out-dir runs/breakout --resume       # after Ctrl-C, SIGTERM
+  disco-train --env catch --logger csv tensorboard   # also TensorBoard
   disco-train --rule actor_critic --env catch        # a baseline
 
 Every `TrainConfig` field is a flag; `--preset` picks the defaults the
@@ -11,7 +12,9 @@ flags change ('colab': the reference colab's; 'paper': the paper's batch
 composition with Disco103's step size). `--out-dir` receives
 `config.json`, `log.csv` (one row per seed and chunk, streamed),
 `checkpoints/step_<n>/`, the agents' final `agent_params_seed<s>.npz` and
-`returns.png` (training and evaluation returns against environment steps).
+`returns.png` (training and evaluation returns against environment steps);
+`--logger tensorboard` adds `tensorboard/seed_<s>/` (event files) and
+`--logger wandb` a Weights & Biases run in `wandb/`.
 """
 
 import argparse
@@ -127,6 +130,7 @@ def _run(run: cli.Run) -> Any:
         checkpoint_dir=run.run_dir.checkpoints,
         resume=args.resume,
         handle_interrupts=True,
+        logger=run.logger,
     )
 
 

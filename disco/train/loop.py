@@ -22,6 +22,7 @@ from disco import configs
 from disco import devices as devices_lib
 from disco import files
 from disco import learner
+from disco import loggers
 from disco import logs as logs_lib
 from disco import progress
 from disco import run_checkpoints
@@ -257,8 +258,8 @@ class Trainer:
 
     `config` may differ from the trainer's in the fields its programs do not
     depend on (`num_steps`, `eval_every`, checkpointing, chunking, logging).
-    With `handle_interrupts`, the first Ctrl-C finishes the chunk,
-    checkpoints and raises `KeyboardInterrupt`.
+    With `handle_interrupts`, the first Ctrl-C or SIGTERM finishes the
+    chunk, checkpoints and raises `interrupts.Interrupted`.
     """
     if _program_config(config) != _program_config(self.config):
       raise ValueError('config needs other programs than this trainer has.')
@@ -454,6 +455,8 @@ def run_train(
     checkpoint_dir: files.PathLike | None = None,
     resume: bool = False,
     handle_interrupts: bool = False,
+    logger: loggers.LoggerArg = None,
+    log_dir: files.PathLike | None = None,
 ) -> TrainResult:
   """Trains `num_seeds` agents (seeds `config.seed`, `config.seed + 1`, ...).
 
@@ -474,8 +477,13 @@ def run_train(
     resume: continue from the newest checkpoint in `checkpoint_dir` (or
       start afresh if there is none). Only `train_config.EXECUTION_FIELDS`
       may differ from the checkpoint's config.
-    handle_interrupts: the first Ctrl-C finishes the current chunk,
-      checkpoints and raises `KeyboardInterrupt`.
+    handle_interrupts: the first Ctrl-C or SIGTERM finishes the current
+      chunk, checkpoints and raises `interrupts.Interrupted`.
+    logger: where each seed's rows also go, as series 'seed_<s>' at their
+      'step': sink names ('csv', 'tensorboard', 'wandb'; written under
+      `log_dir`) and/or `disco.loggers.Logger` objects (see
+      `disco.loggers`). Rows restored from a checkpoint are not logged.
+    log_dir: the directory the named sinks write in.
 
   Returns:
     The `TrainResult`, rows restored from a checkpoint included.
@@ -491,16 +499,26 @@ def run_train(
     raise ValueError('resume=True needs a checkpoint_dir.')
   seeds = tuple(config.seed + i for i in range(int(num_seeds)))
   trainer = get_trainer(config, seeds, update_rule_params)
-  return trainer.run(
-      config,
-      checkpoints=trainer.checkpoints(
-          checkpoint_dir,
-          config,
-          kind=CHECKPOINT_KIND,
-          execution_fields=EXECUTION_FIELDS,
-      ),
-      resume=resume,
-      log_fn=log_fn,
-      progress_fn=progress_fn,
-      handle_interrupts=handle_interrupts,
-  )
+  with loggers.open_logger(
+      logger, log_dir, resume=resume, config=config
+  ) as sink:
+
+    def _log(seed: int, row: Mapping[str, float]) -> None:
+      if log_fn is not None:
+        log_fn(seed, row)
+      scalars = loggers.scalars_of(row, 'seed', 'step')
+      sink.log(int(row['step']), scalars, f'seed_{seed}')
+
+    return trainer.run(
+        config,
+        checkpoints=trainer.checkpoints(
+            checkpoint_dir,
+            config,
+            kind=CHECKPOINT_KIND,
+            execution_fields=EXECUTION_FIELDS,
+        ),
+        resume=resume,
+        log_fn=_log,
+        progress_fn=progress_fn,
+        handle_interrupts=handle_interrupts,
+    )
