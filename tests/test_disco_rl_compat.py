@@ -810,7 +810,7 @@ class _Counter:
     return 2
 
   def initial_state(self, rng):
-    del rng
+    chex.assert_shape(rng, (2,))  # A raw key, as the reference gave it.
     return jnp.zeros((), jnp.int32)
 
   def episode_reset(self, rng, state):

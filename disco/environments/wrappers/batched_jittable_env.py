@@ -83,8 +83,10 @@ class BatchedJittableEnvironment(base.Environment[EnvState]):
     self._single_action_spec = dm_specs.BoundedArray(
         (), np.int32, 0, self._env.num_actions - 1
     )
+    # A raw uint32 key, as `reset` passes on the raw keys users give it
+    # (and as the reference did here).
     example_obs = jax.eval_shape(
-        lambda: self._env.render(self._env.initial_state(jax.random.key(0)))
+        lambda: self._env.render(self._env.initial_state(jax.random.PRNGKey(0)))
     )
     self._single_observation_spec = {
         'observation': dm_specs.Array(
