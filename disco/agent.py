@@ -388,8 +388,8 @@ class Agent:
       rollout: the batch of trajectories.
       learner_state: parameters, optimizer state and rule state.
       agent_net_state: the network state at the start of the rollout.
-      update_rule_params: the rule's parameters (e.g. Disco103); any value
-        (e.g. None) for a rule without (`has_meta_params` False).
+      update_rule_params: the rule's parameters (e.g. Disco103); None or {}
+        for a rule without any (`has_meta_params` False).
       is_meta_training: let gradients flow into the rule's targets, for
         meta-gradients.
       value_out: advantages from a separate value function, for rules that
@@ -401,7 +401,9 @@ class Agent:
       (scalars, plus the rule's outputs under 'meta_out').
     """
     _check_rollout(rollout, self._num_actions)
-    if self.update_rule.has_meta_params:
+    # Rules without meta-parameters also take none (None, {}), as the
+    # reference's did; a tree of arrays is still checked (wrong weights).
+    if self.update_rule.has_meta_params or jax.tree.leaves(update_rule_params):
       update_rules_base.check_meta_params(self.update_rule, update_rule_params)
     agent_out, _ = self.unroll_net(
         learner_state.params, agent_net_state, rollout

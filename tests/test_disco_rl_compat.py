@@ -717,8 +717,10 @@ def test_actor_critic_learner_step_takes_no_meta_params():
   agent = _agent(_tiny_agent_settings())
   state = agent.initial_learner_state(key)
   rollout = _actor_rollout(key)
-  _, _, logs = _learner_step(agent)(key, rollout, state, {}, None, False)
-  assert np.isfinite(logs['total_loss'])
+  step = _learner_step(agent)
+  for no_params in (None, {}):
+    _, _, logs = step(key, rollout, state, {}, no_params, False)
+    assert np.isfinite(logs['total_loss'])
   # A rule with meta-parameters still checks them.
   disco_agent = _agent(_tiny_agent_settings('disco'))
   with pytest.raises(ValueError, match='do not match DiscoUpdateRule'):

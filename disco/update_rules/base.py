@@ -90,8 +90,8 @@ class UpdateRule:
       differentiates them there alone, which gives the same gradient for
       less work. Empty by default (always safe).
     has_meta_params: whether `unroll_meta_net` reads its meta-parameters.
-      Rules that do not (their `init_params` is a placeholder) take any
-      value there, as in the reference, e.g. None.
+      `Agent.learner_step` lets rules that do not (their `init_params` is a
+      placeholder) take None or {} there, as the reference did.
   """
 
   taken_action_outputs: frozenset[str] = frozenset()
