@@ -196,12 +196,20 @@ class Agent:
         learning_rate=agent_settings.learning_rate,
         max_abs_update=agent_settings.max_abs_update,
     )
-    self._hyper_params = agent_settings.hyper_params.to_dict()
 
   @property
   def network(self) -> types.PolicyNetwork:
     """The agent network's transformed functions."""
     return self._network
+
+  @property
+  def _hyper_params(self) -> types.HyperParams:
+    """The rule's hyper-parameters, read from `settings` when traced.
+
+    As in the reference, so that edits to `agent.settings.hyper_params`
+    after construction take effect.
+    """
+    return self.settings.hyper_params.to_dict()
 
   def _dummy_obs(self, batch_size: int) -> chex.ArrayTree:
     return jax.tree.map(
@@ -380,7 +388,8 @@ class Agent:
       rollout: the batch of trajectories.
       learner_state: parameters, optimizer state and rule state.
       agent_net_state: the network state at the start of the rollout.
-      update_rule_params: the rule's parameters (e.g. Disco103).
+      update_rule_params: the rule's parameters (e.g. Disco103); None or {}
+        for a rule without any (`has_meta_params` False).
       is_meta_training: let gradients flow into the rule's targets, for
         meta-gradients.
       value_out: advantages from a separate value function, for rules that
@@ -392,7 +401,10 @@ class Agent:
       (scalars, plus the rule's outputs under 'meta_out').
     """
     _check_rollout(rollout, self._num_actions)
-    update_rules_base.check_meta_params(self.update_rule, update_rule_params)
+    # Rules without meta-parameters also take none (None, {}), as the
+    # reference's did; a tree of arrays is still checked (wrong weights).
+    if self.update_rule.has_meta_params or jax.tree.leaves(update_rule_params):
+      update_rules_base.check_meta_params(self.update_rule, update_rule_params)
     agent_out, _ = self.unroll_net(
         learner_state.params, agent_net_state, rollout
     )

@@ -3,6 +3,13 @@
 The names and fields follow DiscoRL's `types` module so that code written
 against the reference reads the same here. All pytree containers are chex
 dataclasses; fields are documented with their shapes where they have one.
+
+The containers of arrays (rollouts, timesteps, update-rule inputs, value
+outputs, EMA and value-function states) are mutable, as the reference's
+were: code written for it assigns fields, e.g. `inputs.extra_from_rule =
+...`. `disco` itself never does (it builds new values with `.replace`), and
+nothing hashes them. The configurations (`TransformConfig`,
+`MetaNetInputOption`, `PolicyNetwork`) stay frozen.
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -77,7 +84,7 @@ class ValueFnConfig:
   ema_eps: float = 1e-6
 
 
-@chex.dataclass(frozen=True)
+@chex.dataclass
 class ValueState:
   """State of a `ValueFunction`: parameters, optimizer state and EMAs."""
 
@@ -129,7 +136,7 @@ class PolicyNetwork:
   unroll: AgentUnrollFn
 
 
-@chex.dataclass(frozen=True)
+@chex.dataclass
 class EmaState:
   """State of a `utils.MovingAverage`.
 
@@ -144,7 +151,7 @@ class EmaState:
   decay_product: chex.Array
 
 
-@chex.dataclass(frozen=True)
+@chex.dataclass
 class EnvironmentTimestep:
   """A batched environment step.
 
@@ -159,7 +166,7 @@ class EnvironmentTimestep:
   reward: chex.Array
 
 
-@chex.dataclass(frozen=True)
+@chex.dataclass
 class ActorTimestep:
   """What an actor records at one step.
 
@@ -211,7 +218,7 @@ _ACTOR_FIELDS = (
 )
 
 
-@chex.dataclass(frozen=True)
+@chex.dataclass
 class ActorRollout(ActorTimestep):
   """Actor timesteps stacked along leading axes.
 
@@ -230,7 +237,7 @@ class ActorRollout(ActorTimestep):
     return jax.tree.map(lambda x: x[index], self.states)
 
 
-@chex.dataclass(frozen=True)
+@chex.dataclass
 class ValueOuts:
   """Value estimates and advantages computed from a rollout.
 
@@ -273,7 +280,7 @@ class ValueOuts:
   normalized_q_td: chex.ArrayTree | None = None
 
 
-@chex.dataclass(frozen=True)
+@chex.dataclass
 class UpdateRuleInputs:
   """What an update rule sees of a rollout.
 

@@ -1,7 +1,8 @@
 """Small helpers used throughout `disco`.
 
 Array lookups, spec manipulation, tree stacking, a differentiable policy-gradient loss and the moving averages
-that normalise advantages and TD errors.
+that normalise advantages and TD errors; and the reference's helpers that
+split a batch over devices and gather it back.
 """
 
 from collections.abc import Sequence
@@ -18,6 +19,54 @@ from disco import types
 
 _T = TypeVar('_T')
 _SpecsT = TypeVar('_SpecsT')
+
+
+def shard_across_devices(data: _T, devices: Sequence[jax.Device]) -> _T:
+  """Splits every [B, ...] leaf into D equal parts, one per device.
+
+  The reference's helper on current JAX (it called the removed
+  `jax.device_put_sharded`): each leaf becomes a [D, B / D, ...] array
+  sharded over `devices` along its first axis, which is what `pmap` over
+  those devices takes (and `gather_from_devices` undoes).
+
+  Args:
+    data: a tree of arrays whose first axis B is divisible by D.
+    devices: the D devices, in the order of the parts.
+
+  Returns:
+    The tree of [D, B / D, ...] device arrays.
+
+  Raises:
+    ValueError: no devices, or a leaf whose first axis D does not divide.
+  """
+  devices = list(devices)
+  if not devices:
+    raise ValueError('shard_across_devices needs at least one device.')
+  num_shards = len(devices)
+
+  def _split(path, leaf):
+    x = leaf if isinstance(leaf, jax.Array) else np.asarray(leaf)
+    if x.ndim == 0 or x.shape[0] % num_shards:
+      raise ValueError(
+          f'Cannot split the leaf {jax.tree_util.keystr(path) or "(root)"} of'
+          f' shape {tuple(x.shape)} into {num_shards} equal parts along its'
+          ' first axis (one per device).'
+      )
+    return x.reshape((num_shards, x.shape[0] // num_shards) + x.shape[1:])
+
+  parts = jax.tree_util.tree_map_with_path(_split, data)
+  mesh = jax.sharding.Mesh(np.array(devices), ('devices',))
+  sharding = jax.sharding.NamedSharding(
+      mesh, jax.sharding.PartitionSpec('devices')
+  )
+  return jax.device_put(parts, sharding)
+
+
+def gather_from_devices(data: _T) -> _T:
+  """Host copies of [D, B, ...] device leaves, merged to [D * B, ...]."""
+  return jax.tree.map(
+      lambda x: x.reshape((-1,) + tuple(x.shape[2:])), jax.device_get(data)
+  )
 
 
 def batch_lookup(

@@ -125,7 +125,14 @@ class MLPHeadNet(hk.Module):
       taken_actions: chex.Array | None = None,
       taken_only: Collection[str] = (),
   ) -> dict[str, chex.Array]:
-    """Applies the network to [T, B, ...] inputs by merging T and B."""
+    """Applies the network to [T, B, ...] inputs by merging T and B.
+
+    Without `taken_actions` and `taken_only` it calls `__call__(inputs,
+    should_reset)` as the reference did, so subclasses written for the
+    reference (whose `__call__` takes only those two) keep working.
+    """
+    if taken_actions is None and not taken_only:
+      return hk.BatchApply(self.__call__)(inputs, should_reset)
     call = functools.partial(self.__call__, taken_only=taken_only)
     return hk.BatchApply(call)(inputs, should_reset, taken_actions)
 

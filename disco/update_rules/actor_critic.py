@@ -20,6 +20,9 @@ from disco.value_fns import value_utils
 class ActorCritic(base.UpdateRule):
   """Advantage actor-critic with V-trace, through the update-rule interface."""
 
+  # `unroll_meta_net` ignores its meta-parameters.
+  has_meta_params = False
+
   def __init__(
       self,
       categorical_value: bool = False,

@@ -89,9 +89,13 @@ class UpdateRule:
       `agent_loss_no_meta` read only at the taken actions; the learner
       differentiates them there alone, which gives the same gradient for
       less work. Empty by default (always safe).
+    has_meta_params: whether `unroll_meta_net` reads its meta-parameters.
+      `Agent.learner_step` lets rules that do not (their `init_params` is a
+      placeholder) take None or {} there, as the reference did.
   """
 
   taken_action_outputs: frozenset[str] = frozenset()
+  has_meta_params: bool = True
 
   def _get_dummy_input(
       self,

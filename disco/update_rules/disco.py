@@ -9,6 +9,9 @@ and z-hat; the agent minimises KL divergences towards them, plus a value
 loss on q that receives no meta-gradient.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 import chex
 import distrax
 import haiku as hk
@@ -34,7 +37,7 @@ class DiscoUpdateRule(base.UpdateRule):
 
   def __init__(
       self,
-      net: config_dict.ConfigDict,
+      net: config_dict.ConfigDict | Mapping[str, Any],
       value_discount: float,
       max_abs_value: float,
       num_bins: int,
@@ -45,7 +48,9 @@ class DiscoUpdateRule(base.UpdateRule):
 
     Args:
       net: the meta-network's settings; `net.name` selects it ('lstm') and
-        also names its Haiku module.
+        also names its Haiku module. A `ConfigDict` or any mapping, with
+        tuples or lists (as Hydra-style configs give them); `input_option`
+        may be a `MetaNetInputOption` or a mapping of the same fields.
       value_discount: discount of the Retrace value targets.
       max_abs_value: range of the categorical q's bins.
       num_bins: number of bins of q.
@@ -53,13 +58,14 @@ class DiscoUpdateRule(base.UpdateRule):
       moving_average_eps: epsilon of their normalisation.
     """
     super().__init__()
+    net = _meta_net_kwargs(net)
     if net['name'] not in _META_NETS:
       raise ValueError(
           f'Invalid meta-network name {net["name"]!r}; available:'
           f' {list(_META_NETS)}.'
       )
     self._net_settings = net
-    self._prediction_size = net.prediction_size
+    self._prediction_size = net['prediction_size']
     self._value_discount = value_discount
     self._max_abs_value = max_abs_value
     self._num_bins = num_bins
@@ -328,6 +334,58 @@ class DiscoUpdateRule(base.UpdateRule):
         normalized_td=jnp.mean(meta_out['normalized_q_td']),
     )
     return q_loss * hyper_params['value_cost'], log
+
+
+def _meta_net_kwargs(net: Any) -> dict[str, Any]:
+  """The meta-network's keyword arguments from a ConfigDict or a mapping.
+
+  Sequences may be lists; a mapping `input_option` ({'base': [...],
+  'action_conditional': [...]} of {'source', 'transforms'} entries) becomes
+  a `MetaNetInputOption`. The values are otherwise passed on unchanged.
+  """
+  try:
+    kwargs = {key: net[key] for key in net.keys()}
+  except (AttributeError, TypeError):
+    raise TypeError(
+        'net must be a ConfigDict or a mapping of the meta-network settings;'
+        f' got {type(net).__name__}.'
+    ) from None
+  missing = [key for key in ('name', 'prediction_size') if key not in kwargs]
+  if missing:
+    raise ValueError(f'The meta-network settings lack {missing}.')
+  option = kwargs.get('input_option')
+  if option is not None and not isinstance(option, types.MetaNetInputOption):
+    kwargs['input_option'] = _as_input_option(option)
+  return kwargs
+
+
+def _as_input_option(option: Any) -> types.MetaNetInputOption:
+  """A `MetaNetInputOption` from a mapping of its fields (lists allowed)."""
+
+  def _configs(group: str) -> tuple[types.TransformConfig, ...]:
+    try:
+      entries = option[group]
+    except (KeyError, TypeError):
+      raise ValueError(
+          'input_option must be a MetaNetInputOption or a mapping with'
+          f' "base" and "action_conditional"; got {option!r}.'
+      ) from None
+    configs = []
+    for entry in entries:
+      if not isinstance(entry, types.TransformConfig):
+        try:
+          entry = _input(entry['source'], *entry['transforms'])
+        except (KeyError, TypeError):
+          raise ValueError(
+              f'Each input_option.{group} entry needs "source" and'
+              f' "transforms"; got {entry!r}.'
+          ) from None
+      configs.append(entry)
+    return tuple(configs)
+
+  return types.MetaNetInputOption(
+      base=_configs('base'), action_conditional=_configs('action_conditional')
+  )
 
 
 def _input(source: str, *transforms: str) -> types.TransformConfig:

@@ -17,6 +17,9 @@ from disco.update_rules import base
 class PolicyGradientUpdate(base.UpdateRule):
   """REINFORCE with a baseline, plus an entropy bonus."""
 
+  # `unroll_meta_net` ignores its meta-parameters.
+  has_meta_params = False
+
   def __init__(
       self,
       entropy_cost: float = 0.01,

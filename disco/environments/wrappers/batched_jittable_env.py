@@ -8,6 +8,9 @@ as LAST with its reward, while the returned state (and observation) already
 belong to the next episode.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 import chex
 import dm_env
 from dm_env import specs as dm_specs
@@ -36,9 +39,9 @@ def _to_env_timestep(
   )
 
 
-@chex.dataclass(mappable_dataclass=False, frozen=True)
+@chex.dataclass(mappable_dataclass=False)
 class EnvState:
-  """Per-environment state and random key.
+  """Per-environment state and random key (mutable, as the reference's).
 
   Attributes:
     state: the wrapped environment's state, [B, ...].
@@ -56,7 +59,7 @@ class BatchedJittableEnvironment(base.Environment[EnvState]):
       self,
       env_class,
       batch_size: int,
-      env_settings: config_dict.ConfigDict,
+      env_settings: config_dict.ConfigDict | Mapping[str, Any],
   ):
     """Builds the batch.
 
@@ -64,15 +67,26 @@ class BatchedJittableEnvironment(base.Environment[EnvState]):
       env_class: the single-stream class, constructed with the settings as
         keyword arguments.
       batch_size: the number of environments.
-      env_settings: settings of the single-stream environment.
+      env_settings: settings of the single-stream environment: a
+        `ConfigDict` as in the reference, or any mapping (e.g. a dict).
     """
     self.batch_size = batch_size
-    self._env = env_class(**env_settings.to_dict())
+    if hasattr(env_settings, 'to_dict'):
+      env_settings = env_settings.to_dict()
+    if not isinstance(env_settings, Mapping):
+      raise TypeError(
+          'env_settings must be a ConfigDict or a mapping of keyword'
+          f' arguments for {getattr(env_class, "__name__", env_class)}; got'
+          f' {type(env_settings).__name__}.'
+      )
+    self._env = env_class(**env_settings)
     self._single_action_spec = dm_specs.BoundedArray(
         (), np.int32, 0, self._env.num_actions - 1
     )
+    # A raw uint32 key, as `reset` passes on the raw keys users give it
+    # (and as the reference did here).
     example_obs = jax.eval_shape(
-        lambda: self._env.render(self._env.initial_state(jax.random.key(0)))
+        lambda: self._env.render(self._env.initial_state(jax.random.PRNGKey(0)))
     )
     self._single_observation_spec = {
         'observation': dm_specs.Array(
