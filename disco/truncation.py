@@ -35,9 +35,11 @@ MODES = (BOOTSTRAP, TERMINATE)
 ValuesFn = Callable[[chex.ArrayTree], chex.Array]
 
 
-@chex.dataclass(frozen=True)
+@chex.dataclass
 class TruncatedRollout(types.ActorRollout):
   """An `ActorRollout` that tells time limits apart from terminations.
+
+  Mutable, as the rollout it extends (the reference's are).
 
   Attributes:
     truncated: [T+1, B] bool, True at LAST steps (discount False) where the

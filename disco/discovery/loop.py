@@ -47,7 +47,7 @@ class _LoopState:
   step: int
 
 
-class Discoverer:
+class Discoverer(runtime.RuleProgram):
   """The population's groups, compiled step and device layout for a config."""
 
   def __init__(self, config: DiscoveryConfig) -> None:
@@ -71,24 +71,6 @@ class Discoverer:
     self._init_members = tuple(
         jax.jit(jax.vmap(g.init_member, in_axes=(None, 0, None)))
         for g in self.groups
-    )
-
-  def random_params(self) -> HostParams:
-    """`init_params(PRNGKey(random_init_seed))`, on the host."""
-    return jax.device_get(
-        self._init_params(jax.random.PRNGKey(self.config.random_init_seed))
-    )
-
-  def check_params(
-      self,
-      params: weights.Params,
-      what: str = 'The initial update-rule parameters',
-  ) -> None:
-    """Raises `weights.WeightsError` unless `params` fit the rule."""
-    weights.validate_params(
-        params,
-        jax.eval_shape(self._init_params, jax.random.PRNGKey(0)),
-        what=what,
     )
 
   def _split(self, tree: Any) -> Any:
@@ -151,9 +133,6 @@ class Discoverer:
         step=state.step + 1,
     )
     return new_state, logs
-
-  def host_params(self, state: _LoopState) -> HostParams:
-    return devices.first_copy(state.update_rule_params)
 
   def save(
       self,

@@ -72,7 +72,7 @@ def _scalar_logs(
   return logs
 
 
-class _MetaTrainer:
+class _MetaTrainer(runtime.RuleProgram):
   """The compiled functions and device layout for one config.
 
   Only the fields that shape the computation matter here; `_trainer_for`
@@ -107,24 +107,6 @@ class _MetaTrainer:
     """(the loop's next key, one meta-step key per device [D, 2])."""
     rng, step_rng = jax.random.split(rng)
     return rng, jax.random.split(step_rng, len(self.layout.devices))
-
-  def random_params(self) -> HostParams:
-    """`init_params(PRNGKey(random_init_seed))`, on the host."""
-    return jax.device_get(
-        self._init_params(jax.random.PRNGKey(self.config.random_init_seed))
-    )
-
-  def check_params(
-      self,
-      params: weights.Params,
-      what: str = 'The initial update-rule parameters',
-  ) -> None:
-    """Raises `weights.WeightsError` unless `params` fit the rule."""
-    weights.validate_params(
-        params,
-        jax.eval_shape(self._init_params, jax.random.PRNGKey(0)),
-        what=what,
-    )
 
   def _agents_template(self, *leading: int) -> meta_train.MetaTrainState:
     """Shapes of the population's states, with `leading` axes in front."""
@@ -192,10 +174,6 @@ class _MetaTrainer:
         step=state.step + 1,
     )
     return new_state, _scalar_logs(train_logs, meta_log)
-
-  def host_params(self, state: _LoopState) -> HostParams:
-    """The rule's parameters, on the host."""
-    return devices.first_copy(state.update_rule_params)
 
   def save(
       self,

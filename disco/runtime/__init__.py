@@ -7,6 +7,7 @@ its cadence, Ctrl-C handling and logs (`steps`), compiled programs
 
 # pylint: disable=g-importing-member,useless-import-alias
 from disco.runtime.driver import Program as Program
+from disco.runtime.driver import RuleProgram as RuleProgram
 from disco.runtime.driver import initial_rule as initial_rule
 from disco.runtime.driver import run as run
 from disco.runtime.metadata import check_metadata as check_metadata

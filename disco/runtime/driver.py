@@ -5,6 +5,8 @@ import logging
 import pathlib
 from typing import Any, Protocol
 
+import jax
+
 from disco import checkpoint as checkpoint_lib
 from disco import configs
 from disco import devices
@@ -54,6 +56,37 @@ class Program(Protocol):
       keep: int,
   ) -> pathlib.Path:
     ...
+
+
+class RuleProgram:
+  """`random_params`, `check_params` and `host_params` of a meta-learning
+  program whose rule is initialised by `self._init_params(key)` and held,
+  replicated over devices, in `state.update_rule_params`."""
+
+  config: Any
+  _init_params: Any
+
+  def random_params(self) -> weights.HostParams:
+    """`init_params(PRNGKey(random_init_seed))`, on the host."""
+    return jax.device_get(
+        self._init_params(jax.random.PRNGKey(self.config.random_init_seed))
+    )
+
+  def check_params(
+      self,
+      params: weights.Params,
+      what: str = 'The initial update-rule parameters',
+  ) -> None:
+    """Raises `weights.WeightsError` unless `params` fit the rule."""
+    weights.validate_params(
+        params,
+        jax.eval_shape(self._init_params, jax.random.PRNGKey(0)),
+        what=what,
+    )
+
+  def host_params(self, state: Any) -> weights.HostParams:
+    """The rule's parameters, on the host."""
+    return devices.first_copy(state.update_rule_params)
 
 
 def initial_rule(
