@@ -59,9 +59,12 @@ class Program(Protocol):
 
 
 class RuleProgram:
-  """`random_params`, `check_params` and `host_params` of a meta-learning
-  program whose rule is initialised by `self._init_params(key)` and held,
-  replicated over devices, in `state.update_rule_params`."""
+  """The rule's half of a meta-learning `Program` (meta-training, discovery).
+
+  Needs `self._init_params(key)` (the rule's initialiser), `self.config`
+  (`random_init_seed`) and, in its state, `update_rule_params` replicated
+  over the devices.
+  """
 
   config: Any
   _init_params: Any
