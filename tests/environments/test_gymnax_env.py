@@ -459,7 +459,7 @@ def test_importing_disco_does_not_import_gymnax():
       'try:\n'
       '  gymnax_env.GymnaxEnvironment("CartPole-v1", 2)\n'
       'except ImportError as error:\n'
-      '  assert ".[envs]" in str(error), error\n'
+      '  assert \'pip install "disco-jax[envs]"\' in str(error), error\n'
       'else:\n'
       '  raise AssertionError("no ImportError")\n'
   )
