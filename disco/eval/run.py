@@ -297,6 +297,17 @@ def _run_fast(
   return rows.histories(result.logs, result.seeds, result.params)
 
 
+def _logging_to(sink: loggers.Logger, log_fn: LogFn | None, rule: str) -> LogFn:
+  """`log_fn` that also logs each row to `sink`, a series per rule and seed."""
+
+  def _log(seed: int, iteration: int, row: Mapping[str, float]) -> None:
+    if log_fn is not None:
+      log_fn(seed, iteration, row)
+    sink.log(iteration, loggers.scalars_of(row), f'{rule}/seed_{seed}')
+
+  return _log
+
+
 def _run(
     config: EvalConfig,
     seeds: list[int],
@@ -311,120 +322,89 @@ def _run(
     logger: loggers.LoggerArg,
     log_dir: PathLike | None,
 ) -> list[EvalHistory]:
-  """Both entry points: opens the sinks of `logger`, then `_run_seeds`."""
+  """Both entry points: opens `logger`'s sinks, builds, runs the loop."""
   with loggers.open_logger(
       logger, log_dir, resume=resume, config=config
   ) as sink:
-
-    def _log(seed: int, iteration: int, row: Mapping[str, float]) -> None:
-      if log_fn is not None:
-        log_fn(seed, iteration, row)
-      sink.log(iteration, loggers.scalars_of(row), f'{config.rule}/seed_{seed}')
-
-    return _run_seeds(
-        config,
-        seeds,
-        update_rule_params,
-        progress_fn,
-        _log,
-        checkpoint_dir,
-        resume,
-        handle_interrupts,
-        one_run=one_run,
-    )
-
-
-def _run_seeds(
-    config: EvalConfig,
-    seeds: list[int],
-    update_rule_params: types.MetaParams | None,
-    progress_fn: ProgressFn | None,
-    log_fn: LogFn | None,
-    checkpoint_dir: PathLike | None,
-    resume: bool,
-    handle_interrupts: bool,
-    *,
-    one_run: bool,
-) -> list[EvalHistory]:
-  """Builds, checks the checkpoints, runs the loop."""
-  start_time = time.perf_counter()
-  if resume and checkpoint_dir is None:
-    raise ValueError('resume=True needs a checkpoint_dir.')
-  if checkpoint_dir is not None and config.env == registry.CATCH_CPU:
-    raise configs.ConfigError(
-        'Checkpoints need a jittable environment: catch-cpu keeps numpy'
-        ' random states inside its games, which a checkpoint cannot restore.'
-        ' Use env="catch" or run without checkpoint_dir.'
-    )
-  if config.fast:
-    warnings.warn(
-        'EvalConfig(fast=True) is deprecated: use disco.train.run_train with'
-        " disco.train.preset('colab') (disco.eval.to_train_config(config)"
-        ' gives the same run).',
-        DeprecationWarning,
-        stacklevel=4,
-    )
-    return _run_fast(
-        config,
-        seeds,
-        update_rule_params,
-        progress_fn,
-        log_fn,
-        checkpoint_dir,
-        resume,
-        handle_interrupts,
-    )
-  setup = learner.build(config, update_rule_params)
-
-  def _checkpoints(run_setup: learner.Setup, run_seeds: list[int]):
-    root = None
-    if checkpoint_dir is not None:
-      root = (
-          pathlib.Path(checkpoint_dir).expanduser()
-          if one_run
-          else seed_checkpoint_dir(checkpoint_dir, config, run_seeds[0])
+    log_fn = _logging_to(sink, log_fn, config.rule)
+    start_time = time.perf_counter()
+    if resume and checkpoint_dir is None:
+      raise ValueError('resume=True needs a checkpoint_dir.')
+    if checkpoint_dir is not None and config.env == registry.CATCH_CPU:
+      raise configs.ConfigError(
+          'Checkpoints need a jittable environment: catch-cpu keeps numpy'
+          ' random states inside its games, which a checkpoint cannot restore.'
+          ' Use env="catch" or run without checkpoint_dir.'
       )
-    return run_checkpoints.RunCheckpoints(
-        root,
-        run_setup.config,
-        run_seeds,
-        run_setup.update_rule_params,
-        run_setup.num_devices,
-    )
-
-  def _recorder(
-      run_setup: learner.Setup, seed: int, offset: int, report: bool
-  ) -> Recorder:
-    return Recorder(
-        run_setup.config,
-        seed,
-        start_time,
-        progress_fn=progress_fn if report else None,
-        progress_offset=offset,
-        log_fn=log_fn,
-    )
-
-  runs = [setup.for_seed(seed) for seed in seeds]
-  seed_checkpoints = [_checkpoints(s, [s.config.seed]) for s in runs]
-  for checkpoints in seed_checkpoints:  # Fail before anything runs.
-    checkpoints.peek(resume)
-  fns = eval_faithful.FaithfulFns.build(setup)
-  histories = []
-  with interrupts.deferred_interrupts('iteration', handle_interrupts) as stop:
-    for i, (run_setup, checkpoints) in enumerate(
-        zip(runs, seed_checkpoints, strict=True)
-    ):
-      recorder = _recorder(
-          run_setup, run_setup.config.seed, i * config.num_steps, True
+    if config.fast:
+      warnings.warn(
+          'EvalConfig(fast=True) is deprecated: use disco.train.run_train with'
+          " disco.train.preset('colab') (disco.eval.to_train_config(config)"
+          ' gives the same run).',
+          DeprecationWarning,
+          stacklevel=3,
       )
-      histories.append(
-          eval_faithful.run_faithful(
-              run_setup,
-              fns,
-              recorder,
-              checkpoints,
-              resume=resume,
-              interrupted=stop,
-          )
+      return _run_fast(
+          config,
+          seeds,
+          update_rule_params,
+          progress_fn,
+          log_fn,
+          checkpoint_dir,
+          resume,
+          handle_interrupts,
       )
-  return histories
+    setup = learner.build(config, update_rule_params)
+
+    def _checkpoints(run_setup: learner.Setup, run_seeds: list[int]):
+      root = None
+      if checkpoint_dir is not None:
+        root = (
+            pathlib.Path(checkpoint_dir).expanduser()
+            if one_run
+            else seed_checkpoint_dir(checkpoint_dir, config, run_seeds[0])
+        )
+      return run_checkpoints.RunCheckpoints(
+          root,
+          run_setup.config,
+          run_seeds,
+          run_setup.update_rule_params,
+          run_setup.num_devices,
+      )
+
+    def _recorder(
+        run_setup: learner.Setup, seed: int, offset: int, report: bool
+    ) -> Recorder:
+      return Recorder(
+          run_setup.config,
+          seed,
+          start_time,
+          progress_fn=progress_fn if report else None,
+          progress_offset=offset,
+          log_fn=log_fn,
+      )
+
+    runs = [setup.for_seed(seed) for seed in seeds]
+    seed_checkpoints = [_checkpoints(s, [s.config.seed]) for s in runs]
+    for checkpoints in seed_checkpoints:  # Fail before anything runs.
+      checkpoints.peek(resume)
+    fns = eval_faithful.FaithfulFns.build(setup)
+    histories = []
+    with interrupts.deferred_interrupts('iteration', handle_interrupts) as stop:
+      for i, (run_setup, checkpoints) in enumerate(
+          zip(runs, seed_checkpoints, strict=True)
+      ):
+        recorder = _recorder(
+            run_setup, run_setup.config.seed, i * config.num_steps, True
+        )
+        histories.append(
+            eval_faithful.run_faithful(
+                run_setup,
+                fns,
+                recorder,
+                checkpoints,
+                resume=resume,
+                interrupted=stop,
+            )
+        )
+    return histories
