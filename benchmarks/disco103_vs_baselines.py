@@ -114,6 +114,9 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
       eval_every=EVAL_EVERY,
       steps_per_chunk=STEPS_PER_CHUNK,
       checkpoint_every=CHECKPOINT_EVERY,
+      # Every recorded run treated time limits as terminations (the
+      # reference's behaviour, and the trainer's before `truncation`).
+      truncation='terminate',
   )
   if env.startswith('craftax:') or args.env_steps is not None:
     env_steps = args.env_steps or CRAFTAX_ENV_STEPS

@@ -186,10 +186,13 @@ class ConfigBase:
 
   Subclasses list their deprecated field names in `RENAMED` (old -> new);
   `from_dict` (and so `config.json` files and the command lines) accepts
-  them for one release with a `DeprecationWarning`.
+  them for one release with a `DeprecationWarning`. `LEGACY_DEFAULTS` gives
+  fields added later the value that a saved config without them meant
+  (`from_dict` fills them in), so that runs saved before resume as they ran.
   """
 
   RENAMED: ClassVar[Mapping[str, str]] = {}
+  LEGACY_DEFAULTS: ClassVar[Mapping[str, Any]] = {}
 
   def replace(self, **changes: Any) -> Self:
     """A copy with some fields changed (validated again)."""
@@ -221,7 +224,11 @@ class ConfigBase:
 
   @classmethod
   def from_dict(cls, values: Mapping[str, Any]) -> Self:
-    """Inverse of `to_dict`; unknown keys are a `ConfigError`."""
+    """Inverse of `to_dict`; unknown keys are a `ConfigError`.
+
+    A missing field takes its `LEGACY_DEFAULTS` value if it has one, else
+    its default.
+    """
     known = set(cls.field_names())
     renamed = {}
     for key, value in values.items():
@@ -231,6 +238,7 @@ class ConfigBase:
             f'Unknown {cls.__name__} field {key!r}; known: {sorted(known)}.'
         )
       renamed[key] = value
+    renamed = dict(cls.LEGACY_DEFAULTS) | renamed
     hints = typing.get_type_hints(cls)
     for key, value in renamed.items():
       if isinstance(value, list) and _is_tuple_hint(hints[key]):

@@ -161,6 +161,7 @@ def test_budgets_count_updates_on_minatar_and_env_steps_on_craftax():
   warmup = -(-minatar.learning_starts // minatar.num_envs) - 1
   assert minatar.num_steps - warmup == 5000
   assert minatar.agent_dense == (256, 256) and minatar.seed == 1
+  assert minatar.truncation == 'terminate'  # As every recorded run.
   craftax = vs_baselines.our_config(
       vs_baselines.CRAFTAX, 'actor_critic', 0, args
   )
@@ -230,3 +231,15 @@ def test_learner_cost_ratios_compare_like_with_like():
   cost._ratios(rows)  # pylint: disable=protected-access
   assert [r['vs_f32'] for r in rows] == [1.0, 0.5, 1.0]
   assert [r['vs_ac'] for r in rows] == [0.25, '', 1.0]
+
+
+def test_records_saved_before_truncation_existed_match_the_benchmark():
+  saved = _tiny().to_dict()
+  del saved['truncation']
+  now = dict(config=_tiny().replace(truncation='terminate').to_dict())
+  assert pieces.normal_settings(dict(config=saved)) == pieces.normal_settings(
+      now
+  )
+  assert pieces.normal_settings(dict(config=_tiny().to_dict())) != (
+      pieces.normal_settings(now)
+  )

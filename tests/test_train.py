@@ -492,3 +492,11 @@ def test_devices_train_as_one(counts):
     params = differences.pop('params')
     assert params < 1e-2, params
     assert max(differences.values()) < 5e-2, differences
+
+
+def test_configs_saved_before_truncation_existed_read_as_terminate():
+  assert train.TrainConfig().truncation == 'bootstrap'
+  saved = train.TrainConfig().to_dict()
+  assert train.TrainConfig.from_dict(saved).truncation == 'bootstrap'
+  del saved['truncation']
+  assert train.TrainConfig.from_dict(saved).truncation == 'terminate'

@@ -5,7 +5,7 @@ Details and rationale: `docs/modules.md`.
 
 from collections.abc import Mapping
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 from disco import configs
 from disco import precision
@@ -102,6 +102,11 @@ class TrainConfig(configs.ReplayBatches, configs.ConfigBase):
       the end; 0 = only at the end and on interrupt.
     keep_checkpoints: how many checkpoints to keep on disk.
   """
+
+  # Saved configs from before `truncation` existed ran as 'terminate'.
+  LEGACY_DEFAULTS: ClassVar[Mapping[str, Any]] = {
+      'truncation': truncation_lib.TERMINATE
+  }
 
   # Update rule.
   rule: str = DISCO
