@@ -83,6 +83,9 @@ CRAFTAX_ENV_STEPS = 1_000_000
 SEEDS = (0, 1, 2)
 EVAL_ENVS = 32
 EVAL_EVERY = 250
+# Longer than an episode can last (MinAtar's Freeway: 2,500 steps; others
+# end sooner), so that every evaluation episode ends.
+EVAL_MAX_STEPS = {'gymnax:Freeway-MinAtar': 2500, CRAFTAX: 10_000}
 STEPS_PER_CHUNK = 25
 CHECKPOINT_EVERY = 250
 PPO_EVAL_EPISODES = 128
@@ -110,7 +113,7 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
       agent_learning_rate=args.disco_lr if rule == DISCO else args.ac_lr,
       seed=seed,
       eval_envs=EVAL_ENVS,
-      eval_max_steps=1000 if env in MINATAR else 10_000,
+      eval_max_steps=EVAL_MAX_STEPS.get(env, 1000),
       eval_every=EVAL_EVERY,
       steps_per_chunk=STEPS_PER_CHUNK,
       checkpoint_every=CHECKPOINT_EVERY,

@@ -162,6 +162,7 @@ def test_budgets_count_updates_on_minatar_and_env_steps_on_craftax():
   assert minatar.num_steps - warmup == 5000
   assert minatar.agent_dense == (256, 256) and minatar.seed == 1
   assert minatar.truncation == 'terminate'  # As every recorded run.
+  assert minatar.eval_max_steps == 2500  # Freeway's episodes: 2,500 steps.
   craftax = vs_baselines.our_config(
       vs_baselines.CRAFTAX, 'actor_critic', 0, args
   )
