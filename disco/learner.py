@@ -254,25 +254,18 @@ def truncation_values_fn(
   """
   agent, settings = setup.agent, setup.agent.settings
 
-  def no_reset(observations: chex.ArrayTree) -> chex.Array:
-    return jnp.zeros(jax.tree.leaves(observations)[0].shape[:2], bool)
+  def unroll(params: Any, observations: chex.ArrayTree) -> Any:
+    """The agent's outputs [T+1, B, ...] on `observations`, no resets."""
+    no_reset = jnp.zeros(jax.tree.leaves(observations)[0].shape[:2], bool)
+    outs, _ = agent.network.unroll(params, actor_state, observations, no_reset)
+    return outs
 
   if setup.config.rule == DISCO:
     rule = settings.update_rule
 
     def disco_values(observations):
-      online, _ = agent.network.unroll(
-          learner_state.params,
-          actor_state,
-          observations,
-          no_reset(observations),
-      )
-      target, _ = agent.network.unroll(
-          learner_state.meta_state['target_params'],
-          actor_state,
-          observations,
-          no_reset(observations),
-      )
+      online = unroll(learner_state.params, observations)
+      target = unroll(learner_state.meta_state['target_params'], observations)
       values, _ = value_utils.extract_scalar_values_from_net_out(
           None,
           target['q'],
@@ -288,12 +281,7 @@ def truncation_values_fn(
     rule = settings.update_rule
 
     def actor_critic_values(observations):
-      online, _ = agent.network.unroll(
-          learner_state.params,
-          actor_state,
-          observations,
-          no_reset(observations),
-      )
+      online = unroll(learner_state.params, observations)
       return value_utils.get_values_from_net_outs(
           online['v'],
           categorical_value=rule.categorical_value,

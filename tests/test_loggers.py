@@ -10,19 +10,7 @@ import pytest
 from disco import loggers
 from disco import logs
 from disco import runtime
-
-
-def _tensorboard_scalars(directory):
-  """{tag: [(step, value)]} of the event files in `directory`, as TB reads."""
-  accumulator = pytest.importorskip(
-      'tensorboard.backend.event_processing.event_accumulator'
-  )
-  events = accumulator.EventAccumulator(str(directory))
-  events.Reload()
-  return {
-      tag: [(e.step, e.value) for e in events.Scalars(tag)]
-      for tag in events.Tags()['scalars']
-  }
+from tests import tensorboard_events
 
 
 class _Recorder(loggers.Logger):
@@ -92,10 +80,10 @@ def test_tensorboard_logger_writes_one_run_per_series_and_resumes(tmp_path):
     for step in (2, 3, 4, 5):
       sink.log(step, {'loss': 10.0 * step}, 'seed_0')
   root = tmp_path / 'tensorboard'
-  assert _tensorboard_scalars(root / 'seed_0') == {
+  assert tensorboard_events.tensorboard_scalars(root / 'seed_0') == {
       'loss': [(0, 0.0), (1, 1.0), (2, 2.0), (3, 3.0), (4, 40.0), (5, 50.0)]
   }
-  assert _tensorboard_scalars(root / 'seed_1') == {
+  assert tensorboard_events.tensorboard_scalars(root / 'seed_1') == {
       'loss': [(0, 0.0), (1, -1.0), (2, -2.0), (3, -3.0)]
   }
   saved = json.loads((root / loggers.STEPS_FILENAME).read_text())

@@ -9,6 +9,7 @@ import pytest
 from disco import cli
 from disco import train
 from disco.train import cli as train_cli
+from tests import tensorboard_events
 from tests import tiny_args
 
 _ARGS = [
@@ -98,19 +99,6 @@ def test_a_run_writes_its_outputs_and_resumes(capsys, tmp_path):
   assert max(int(r['step']) for r in resumed) == 5
 
 
-def _tensorboard_scalars(directory):
-  """{tag: [(step, value)]} of the event files in `directory`, as TB reads."""
-  accumulator = pytest.importorskip(
-      'tensorboard.backend.event_processing.event_accumulator'
-  )
-  events = accumulator.EventAccumulator(str(directory))
-  events.Reload()
-  return {
-      tag: [(e.step, e.value) for e in events.Scalars(tag)]
-      for tag in events.Tags()['scalars']
-  }
-
-
 @pytest.mark.xdist_group('train_cli_tiny')
 def test_logger_tensorboard_writes_event_files_that_tensorboard_reads(
     capsys, tmp_path
@@ -133,7 +121,9 @@ def test_logger_tensorboard_writes_event_files_that_tensorboard_reads(
   assert status == 0, err
   rows = _rows(out / 'log.csv')
   for seed in (0, 1):
-    scalars = _tensorboard_scalars(out / 'tensorboard' / f'seed_{seed}')
+    scalars = tensorboard_events.tensorboard_scalars(
+        out / 'tensorboard' / f'seed_{seed}'
+    )
     assert {
         'env_steps',
         'train_return',
