@@ -180,7 +180,72 @@ class ReplayBatches:
     return self.learner_batch_size - self.replay_per_batch
 
 
-@dataclasses.dataclass(frozen=True)
+# The reference notebook's meta-loss regulariser weights.
+POLICY_ENTROPY_COST = 1e-2
+PREDICTION_ENTROPY_COST = 1e-3
+TARGET_MEAN_COST = 1e-3
+TARGET_KL_COST = 1e-2
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
+class AgentFields:
+  """The agent's MLP network and step size (a config mixin).
+
+  The defaults are the evaluation colab's agent; `agent_settings` reads
+  them.
+  """
+
+  agent_dense: tuple[int, ...] = (512, 512)
+  agent_lstm_size: int = 128
+  agent_head_mlp_hiddens: tuple[int, ...] = (128,)
+  agent_head_w_init_std: float = 1e-2
+  agent_learning_rate: float = 1e-2
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
+class ValueFnFields:
+  """The MLP value function beside the agent (a config mixin).
+
+  `value_fn_config` reads them.
+  """
+
+  value_fn_dense: tuple[int, ...] = (256, 256)
+  value_fn_head_w_init_std: float = 1e-2
+  value_fn_learning_rate: float = 1e-3
+  value_fn_td_lambda: float = 0.95
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
+class MetaLossFields(ValueFnFields):
+  """The meta-loss's value function and regularisers (a config mixin).
+
+  Meta-training and discovery share them; `META_POSITIVE`,
+  `META_NON_NEGATIVE` and `META_FRACTIONS` give their ranges.
+  """
+
+  value_fn_max_abs_update: float = 1.0
+  value_fn_discount_factor: float = 0.99
+  value_fn_outer_value_cost: float = 1.0
+  value_fn_ema_decay: float = 0.99
+  value_fn_ema_eps: float = 1e-6
+  policy_entropy_cost: float = POLICY_ENTROPY_COST
+  prediction_entropy_cost: float = PREDICTION_ENTROPY_COST
+  target_mean_cost: float = TARGET_MEAN_COST
+  target_kl_cost: float = TARGET_KL_COST
+
+  def value_fn_config(self) -> types.ValueFnConfig:
+    """Settings of the agents' meta-value functions."""
+    return value_fn_config(
+        self,
+        max_abs_update=self.value_fn_max_abs_update,
+        discount_factor=self.value_fn_discount_factor,
+        outer_value_cost=self.value_fn_outer_value_cost,
+        ema_decay=self.value_fn_ema_decay,
+        ema_eps=self.value_fn_ema_eps,
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
 class ConfigBase:
   """`replace`, `to_dict` and `from_dict` for the run configs.
 
@@ -189,10 +254,18 @@ class ConfigBase:
   them for one release with a `DeprecationWarning`. `LEGACY_DEFAULTS` gives
   fields added later the value that a saved config without them meant
   (`from_dict` fills them in), so that runs saved before resume as they ran.
+  Subclasses document every field in their docstring's Attributes, in the
+  order `field_names`, the flags and `repr` list them; shared fields come
+  from the mixins above (`AgentFields`, ...), which a subclass may give
+  other defaults by declaring the field again.
   """
 
   RENAMED: ClassVar[Mapping[str, str]] = {}
   LEGACY_DEFAULTS: ClassVar[Mapping[str, Any]] = {}
+
+  def __repr__(self) -> str:
+    values = (f'{name}={getattr(self, name)!r}' for name in self.field_names())
+    return f'{type(self).__name__}({", ".join(values)})'
 
   def replace(self, **changes: Any) -> Self:
     """A copy with some fields changed (validated again)."""
@@ -200,14 +273,18 @@ class ConfigBase:
 
   def to_dict(self) -> dict[str, Any]:
     """The fields as JSON-friendly values (tuples become lists)."""
-    return {
-        f.name: _jsonable(getattr(self, f.name))
-        for f in dataclasses.fields(self)
-    }
+    return {name: _jsonable(getattr(self, name)) for name in self.field_names()}
 
   @classmethod
   def field_names(cls) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
+    """The fields, in the order the class docstring's Attributes give them.
+
+    Flags, flag tables and `config.json` list them in this order, which
+    groups them by meaning wherever a mixin declared them.
+    """
+    order = {name: i for i, name in enumerate(documented_fields(cls))}
+    names = [f.name for f in dataclasses.fields(cls)]
+    return tuple(sorted(names, key=lambda name: order.get(name, len(order))))
 
   @classmethod
   def canonical_name(cls, name: str) -> str:
@@ -315,25 +392,38 @@ def value_fn_config(config: Any, **settings: Any) -> types.ValueFnConfig:
   )
 
 
+def documented_fields(cls: type) -> dict[str, str]:
+  """{name: description} of the entries of `cls`'s docstring's Attributes."""
+  lines = (cls.__doc__ or '').splitlines()
+  starts = [i for i, line in enumerate(lines) if line.strip() == 'Attributes:']
+  entries = {}
+  indent = None
+  for line in lines[starts[0] + 1 :] if starts else ():
+    if not line.strip():
+      break
+    depth = len(line) - len(line.lstrip())
+    if indent is None:
+      indent = depth
+    if depth < indent:
+      break
+    if depth == indent:
+      name, _, text = line.strip().partition(':')
+      entries[name] = [text.strip()]
+    else:
+      entries[name].append(line.strip())
+  return {name: ' '.join(text) for name, text in entries.items()}
+
+
 def field_doc(cls: type, name: str) -> str:
   """The description of field `name` in `cls`'s docstring ('Attributes:')."""
-  doc = cls.__doc__ or ''
-  lines = doc.splitlines()
-  for i, line in enumerate(lines):
-    if line.strip().startswith(f'{name}:'):
-      text = [line.strip()[len(name) + 1 :].strip()]
-      indent = len(line) - len(line.lstrip())
-      for more in lines[i + 1 :]:
-        if not more.strip() or len(more) - len(more.lstrip()) <= indent:
-          break
-        text.append(more.strip())
-      return ' '.join(text)
-  return ''
+  return documented_fields(cls).get(name, '')
 
 
 def describe_fields(cls: type) -> Sequence[tuple[str, Any, str]]:
   """(name, default, description) of every field of a config class."""
+  fields = {f.name: f for f in dataclasses.fields(cls)}
+  docs = documented_fields(cls)
   return [
-      (f.name, f.default, field_doc(cls, f.name))
-      for f in dataclasses.fields(cls)
+      (name, fields[name].default, docs.get(name, ''))
+      for name in cls.field_names()
   ]

@@ -12,13 +12,8 @@ from ml_collections import config_dict
 
 from disco import agent as agent_lib
 from disco import configs
-from disco import types
 from disco.environments import base as base_env
 from disco.environments import registry
-from disco.meta_train.config import POLICY_ENTROPY_COST
-from disco.meta_train.config import PREDICTION_ENTROPY_COST
-from disco.meta_train.config import TARGET_KL_COST
-from disco.meta_train.config import TARGET_MEAN_COST
 
 LOCAL = 'local'
 PAPER = 'paper'
@@ -69,8 +64,13 @@ def parse_member(spec: str, count: int = 1) -> Member:
   return Member(env, configs.sorted_settings(settings), count)
 
 
-@dataclasses.dataclass(frozen=True)
-class DiscoveryConfig(configs.ReplayBatches, configs.ConfigBase):
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
+class DiscoveryConfig(
+    configs.ReplayBatches,
+    configs.AgentFields,
+    configs.MetaLossFields,
+    configs.ConfigBase,
+):
   """Settings of a discovery run; the defaults are the `local` preset.
 
   Attributes:
@@ -142,24 +142,14 @@ class DiscoveryConfig(configs.ReplayBatches, configs.ConfigBase):
   update_rule_params: str | None = None
   meta_learning_rate: float = 1e-3
   meta_max_grad_norm: float = 1.0
+  # The agents (`configs.AgentFields`), smaller than the colab's.
   agent_dense: tuple[int, ...] = (128, 128)
   agent_lstm_size: int = 64
   agent_head_mlp_hiddens: tuple[int, ...] = (64,)
-  agent_head_w_init_std: float = 1e-2
   agent_learning_rate: float = 2e-3
-  value_fn_dense: tuple[int, ...] = (256, 256)
-  value_fn_head_w_init_std: float = 1e-2
-  value_fn_learning_rate: float = 1e-3
-  value_fn_max_abs_update: float = 1.0
+  # The meta-loss's value function and regularisers
+  # (`configs.MetaLossFields`).
   value_fn_discount_factor: float = 0.997
-  value_fn_td_lambda: float = 0.95
-  value_fn_outer_value_cost: float = 1.0
-  value_fn_ema_decay: float = 0.99
-  value_fn_ema_eps: float = 1e-6
-  policy_entropy_cost: float = POLICY_ENTROPY_COST
-  prediction_entropy_cost: float = PREDICTION_ENTROPY_COST
-  target_mean_cost: float = TARGET_MEAN_COST
-  target_kl_cost: float = TARGET_KL_COST
   unroll_inner_steps: bool = False
   remat: bool = True
   checkpoint_every: int = 50
@@ -256,17 +246,6 @@ class DiscoveryConfig(configs.ReplayBatches, configs.ConfigBase):
   def agent_settings(self) -> config_dict.ConfigDict:
     """Settings of the members' agents (`agent.Agent`)."""
     return configs.agent_settings(agent_lib.get_settings_disco(), self)
-
-  def value_fn_config(self) -> types.ValueFnConfig:
-    """Settings of the members' meta-value functions."""
-    return configs.value_fn_config(
-        self,
-        max_abs_update=self.value_fn_max_abs_update,
-        discount_factor=self.value_fn_discount_factor,
-        outer_value_cost=self.value_fn_outer_value_cost,
-        ema_decay=self.value_fn_ema_decay,
-        ema_eps=self.value_fn_ema_eps,
-    )
 
 
 def _population(value: Any) -> tuple[tuple[str, int], ...]:

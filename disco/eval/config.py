@@ -34,8 +34,10 @@ EXECUTION_FIELDS = frozenset({
 })
 
 
-@dataclasses.dataclass(frozen=True)
-class EvalConfig(configs.ConfigBase):
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
+class EvalConfig(
+    configs.AgentFields, configs.ValueFnFields, configs.ConfigBase
+):
   """Settings of an evaluation run; the defaults are the reference colab's.
 
   Attributes:
@@ -120,17 +122,8 @@ class EvalConfig(configs.ConfigBase):
   min_buffer_size: int | None = None
   # Randomness.
   seed: int = 0
-  # Agent (the colab's MLP agent).
-  agent_dense: tuple[int, ...] = (512, 512)
-  agent_lstm_size: int = 128
-  agent_head_mlp_hiddens: tuple[int, ...] = (128,)
-  agent_head_w_init_std: float = 1e-2
-  agent_learning_rate: float = 1e-2
-  # Value function of the policy-gradient baseline.
-  value_fn_dense: tuple[int, ...] = (256, 256)
-  value_fn_head_w_init_std: float = 1e-2
-  value_fn_learning_rate: float = 1e-3
-  value_fn_td_lambda: float = 0.95
+  # Agent (the colab's MLP agent) and the policy-gradient baseline's value
+  # function: `configs.AgentFields` and `configs.ValueFnFields`.
   # Execution: devices, memory, the trainer (deprecated).
   max_devices: int | None = None
   store_behaviour_outs: bool = False

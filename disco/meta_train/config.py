@@ -15,19 +15,18 @@ from ml_collections import config_dict
 
 from disco import agent as agent_lib
 from disco import configs
-from disco import types
+from disco.configs import POLICY_ENTROPY_COST as POLICY_ENTROPY_COST
+from disco.configs import PREDICTION_ENTROPY_COST as PREDICTION_ENTROPY_COST
+from disco.configs import TARGET_KL_COST as TARGET_KL_COST
+from disco.configs import TARGET_MEAN_COST as TARGET_MEAN_COST
 from disco.environments import base as base_env
 from disco.environments import registry
 
-# The reference notebook's meta-loss regulariser weights.
-POLICY_ENTROPY_COST = 1e-2
-PREDICTION_ENTROPY_COST = 1e-3
-TARGET_MEAN_COST = 1e-3
-TARGET_KL_COST = 1e-2
 
-
-@dataclasses.dataclass(frozen=True)
-class MetaTrainConfig(configs.ConfigBase):
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
+class MetaTrainConfig(
+    configs.AgentFields, configs.MetaLossFields, configs.ConfigBase
+):
   """Settings of a meta-training run; the defaults are the reference's.
 
   The defaults reproduce the reference's meta-training notebook: 800
@@ -117,27 +116,13 @@ class MetaTrainConfig(configs.ConfigBase):
   env: str = registry.CATCH
   env_settings: tuple[tuple[str, Any], ...] = (('columns', 5), ('rows', 5))
   # Agent: `agent.get_settings_disco()` with the notebook's network and
-  # learning rate.
-  agent_dense: tuple[int, ...] = (512, 512)
+  # learning rate (`configs.AgentFields`).
   agent_lstm_size: int = 256
   agent_head_mlp_hiddens: tuple[int, ...] = (256,)
-  agent_head_w_init_std: float = 1e-2
   agent_learning_rate: float = 5e-4
-  # Value function that provides the meta-loss's advantages.
-  value_fn_dense: tuple[int, ...] = (256, 256)
-  value_fn_head_w_init_std: float = 1e-2
-  value_fn_learning_rate: float = 1e-3
-  value_fn_max_abs_update: float = 1.0
-  value_fn_discount_factor: float = 0.99
+  # The meta-loss's value function and regularisers
+  # (`configs.MetaLossFields`, see `calculate_meta_gradient`).
   value_fn_td_lambda: float = 0.96
-  value_fn_outer_value_cost: float = 1.0
-  value_fn_ema_decay: float = 0.99
-  value_fn_ema_eps: float = 1e-6
-  # Meta-loss regularisers (see `calculate_meta_gradient`).
-  policy_entropy_cost: float = POLICY_ENTROPY_COST
-  prediction_entropy_cost: float = PREDICTION_ENTROPY_COST
-  target_mean_cost: float = TARGET_MEAN_COST
-  target_kl_cost: float = TARGET_KL_COST
   # Execution.
   vmap_agents: bool = True
   unroll_inner_steps: bool = True
@@ -180,17 +165,6 @@ class MetaTrainConfig(configs.ConfigBase):
   def agent_settings(self) -> config_dict.ConfigDict:
     """Settings of the population's agents (`agent.Agent`)."""
     return configs.agent_settings(agent_lib.get_settings_disco(), self)
-
-  def value_fn_config(self) -> types.ValueFnConfig:
-    """Settings of the agents' value functions."""
-    return configs.value_fn_config(
-        self,
-        max_abs_update=self.value_fn_max_abs_update,
-        discount_factor=self.value_fn_discount_factor,
-        outer_value_cost=self.value_fn_outer_value_cost,
-        ema_decay=self.value_fn_ema_decay,
-        ema_eps=self.value_fn_ema_eps,
-    )
 
   def make_env(self) -> base_env.Environment:
     """One device's batch of environments."""

@@ -31,8 +31,13 @@ EXECUTION_FIELDS = frozenset({
 })
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig(configs.ReplayBatches, configs.ConfigBase):
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
+class TrainConfig(
+    configs.ReplayBatches,
+    configs.AgentFields,
+    configs.ValueFnFields,
+    configs.ConfigBase,
+):
   """Settings of a training run; the defaults are the `colab` preset.
 
   Attributes:
@@ -124,19 +129,11 @@ class TrainConfig(configs.ReplayBatches, configs.ConfigBase):
   learning_starts: int = 64
   # Randomness.
   seed: int = 0
-  # Agent (the colab's MLP agent).
-  agent_dense: tuple[int, ...] = (512, 512)
-  agent_lstm_size: int = 128
-  agent_head_mlp_hiddens: tuple[int, ...] = (128,)
-  agent_head_w_init_std: float = 1e-2
-  agent_learning_rate: float = 1e-2
+  # Agent: the colab's MLP agent (`configs.AgentFields`), and how it
+  # computes. The policy-gradient baseline's value function:
+  # `configs.ValueFnFields`.
   compute_dtype: str = precision.FLOAT32
   taken_action_gradients: bool = True
-  # Value function of the policy-gradient baseline.
-  value_fn_dense: tuple[int, ...] = (256, 256)
-  value_fn_head_w_init_std: float = 1e-2
-  value_fn_learning_rate: float = 1e-3
-  value_fn_td_lambda: float = 0.95
   # Evaluation.
   eval_every: int = 0
   eval_envs: int = 16
