@@ -6,10 +6,8 @@ count must be a multiple of the devices) and the members' updates are
 summed over devices. `disco.runtime` drives it.
 """
 
-from collections.abc import Mapping, Sequence
 import dataclasses
 import functools
-import pathlib
 from typing import Any
 
 import jax
@@ -49,6 +47,9 @@ class _LoopState:
 
 class Discoverer(runtime.RuleProgram):
   """The population's groups, compiled step and device layout for a config."""
+
+  kind = _CHECKPOINT_KIND
+  execution_fields = discovery_config.EXECUTION_FIELDS
 
   def __init__(self, config: DiscoveryConfig) -> None:
     self.config = config
@@ -134,24 +135,9 @@ class Discoverer(runtime.RuleProgram):
     )
     return new_state, logs
 
-  def save(
-      self,
-      root: pathlib.Path,
-      state: _LoopState,
-      logs: Sequence[Mapping[str, float]],
-      metadata: Mapping[str, Any],
-      keep: int,
-  ) -> pathlib.Path:
-    return runtime.save_with_rng_and_logs(
-        root,
-        state.step,
-        update_rule_params=self.host_params(state),
-        arrays=checkpoint_lib.flatten_tree(state.members, 'members'),
-        rng=state.rng,
-        logs=logs,
-        metadata=metadata,
-        keep=keep,
-    )
+  def state_arrays(self, state: _LoopState) -> dict[str, np.ndarray]:
+    """The members' states, flat."""
+    return checkpoint_lib.flatten_tree(state.members, 'members')
 
   def restore(
       self, ckpt: checkpoint_lib.Checkpoint
@@ -174,14 +160,7 @@ class Discoverer(runtime.RuleProgram):
 
 # Runs that compute the same thing share a `Discoverer` and its code.
 _DISCOVERERS = runtime.ProgramCache(
-    Discoverer,
-    neutral=dict(
-        num_steps=1,
-        checkpoint_every=0,
-        keep_checkpoints=1,
-        update_rule_params=None,
-    ),
-    maxsize=2,
+    Discoverer, neutral=runtime.RULE_PROGRAM_NEUTRAL, maxsize=2
 )
 
 
@@ -234,18 +213,14 @@ def run_discovery(
     weights.WeightsError: the initial parameters do not fit the rule.
     checkpoint.CheckpointError: as `meta_train.run_meta_train`.
   """
-  with loggers.open_logger(
-      logger, log_dir, resume=resume, config=config
-  ) as sink:
-    return runtime.run(
-        discoverer_for(config),
-        config,
-        update_rule_params=update_rule_params,
-        checkpoint_dir=checkpoint_dir,
-        resume=resume,
-        progress_fn=progress_fn,
-        handle_interrupts=handle_interrupts,
-        kind=_CHECKPOINT_KIND,
-        execution_fields=discovery_config.EXECUTION_FIELDS,
-        logger=sink,
-    )
+  return runtime.run(
+      discoverer_for(config),
+      config,
+      update_rule_params=update_rule_params,
+      checkpoint_dir=checkpoint_dir,
+      resume=resume,
+      progress_fn=progress_fn,
+      handle_interrupts=handle_interrupts,
+      logger=logger,
+      log_dir=log_dir,
+  )

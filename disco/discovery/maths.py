@@ -220,21 +220,13 @@ class Group:
         valid_key,
         2 * config.rollout_len,
     )
-    meta_grads, (agent_state, train_logs, meta_log) = (
-        meta_train.calculate_meta_gradient(
-            update_rule_params,
-            agent_state,
-            train_rollouts,
-            valid_rollout,
-            update_key,
-            agent=self.agent,
-            policy_entropy_cost=config.policy_entropy_cost,
-            prediction_entropy_cost=config.prediction_entropy_cost,
-            target_mean_cost=config.target_mean_cost,
-            target_kl_cost=config.target_kl_cost,
-            remat=config.remat,
-            unroll=True if config.unroll_inner_steps else 1,
-        )
+    meta_gradient = meta_train.configured_meta_gradient(self.agent, config)
+    meta_grads, (agent_state, train_logs, meta_log) = meta_gradient(
+        update_rule_params,
+        agent_state,
+        train_rollouts,
+        valid_rollout,
+        update_key,
     )
     del train_logs
     update, meta_opt_state = self.meta_opt.update(

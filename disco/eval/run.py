@@ -265,38 +265,6 @@ def to_train_config(config: EvalConfig) -> 'train_lib.TrainConfig':
   return train.preset('colab', **changes)
 
 
-def _run_fast(
-    config: EvalConfig,
-    seeds: list[int],
-    update_rule_params: types.MetaParams | None,
-    progress_fn: ProgressFn | None,
-    log_fn: LogFn | None,
-    checkpoint_dir: PathLike | None,
-    resume: bool,
-    handle_interrupts: bool,
-) -> list[EvalHistory]:
-  """`fast=True`: the seeds through the trainer, `vmap`ped together."""
-  # pylint: disable-next=g-import-not-at-top
-  from disco.train import loop as train_loop
-
-  train_config = to_train_config(config)
-  trainer = train_loop.get_trainer(train_config, seeds, update_rule_params)
-  checkpoints = trainer.checkpoints(
-      checkpoint_dir, config, kind=FAST_CHECKPOINT_KIND
-  )
-  checkpoints.peek(resume)
-  rows = eval_history.TrainRows(config, progress_fn=progress_fn, log_fn=log_fn)
-  result = trainer.run(
-      train_config,
-      checkpoints=checkpoints,
-      resume=resume,
-      log_fn=rows.log,
-      progress_fn=rows.progress,
-      handle_interrupts=handle_interrupts,
-  )
-  return rows.histories(result.logs, result.seeds, result.params)
-
-
 def _logging_to(sink: loggers.Logger, log_fn: LogFn | None, rule: str) -> LogFn:
   """`log_fn` that also logs each row to `sink`, a series per rule and seed."""
 
@@ -322,7 +290,7 @@ def _run(
     logger: loggers.LoggerArg,
     log_dir: PathLike | None,
 ) -> list[EvalHistory]:
-  """Both entry points: opens `logger`'s sinks, builds, runs the loop."""
+  """Both entry points: opens `logger`'s sinks, runs the trainer or the loop."""
   with loggers.open_logger(
       logger, log_dir, resume=resume, config=config
   ) as sink:
@@ -344,16 +312,28 @@ def _run(
           DeprecationWarning,
           stacklevel=3,
       )
-      return _run_fast(
-          config,
-          seeds,
-          update_rule_params,
-          progress_fn,
-          log_fn,
-          checkpoint_dir,
-          resume,
-          handle_interrupts,
+      # pylint: disable-next=g-import-not-at-top
+      from disco.train import loop as train_loop
+
+      # The seeds through the trainer, `vmap`ped together.
+      train_config = to_train_config(config)
+      trainer = train_loop.get_trainer(train_config, seeds, update_rule_params)
+      checkpoints = trainer.checkpoints(
+          checkpoint_dir, config, kind=FAST_CHECKPOINT_KIND
       )
+      checkpoints.peek(resume)
+      rows = eval_history.TrainRows(
+          config, progress_fn=progress_fn, log_fn=log_fn
+      )
+      result = trainer.run(
+          train_config,
+          checkpoints=checkpoints,
+          resume=resume,
+          log_fn=rows.log,
+          progress_fn=rows.progress,
+          handle_interrupts=handle_interrupts,
+      )
+      return rows.histories(result.logs, result.seeds, result.params)
     setup = learner.build(config, update_rule_params)
 
     def _checkpoints(run_setup: learner.Setup, run_seeds: list[int]):

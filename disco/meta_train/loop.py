@@ -5,11 +5,10 @@ placement; `disco.runtime` drives it (checkpoints, resume, Ctrl-C,
 progress). Users reach these names as `disco.meta_train.X`.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 import dataclasses
 import functools
 import math
-import pathlib
 from typing import Any
 import warnings
 
@@ -41,12 +40,9 @@ _CHECKPOINT_KIND = 'disco.meta_train'
 # no episode ended) and the learner logs averaged over inner steps
 # ('agent/...'), all averaged over the agents and the devices.
 MetaTrainResult = runtime.RunResult
-# The one digest, stacked logs and checkpoint layout of every loop.
+# The one digest and checkpoint layout of every loop.
 params_digest = runtime.params_digest
-stacked_logs = runtime.stacked_logs
 checkpoint_root = runtime.checkpoint_root
-restore_rng_and_logs = runtime.restore_rng_and_logs
-run_steps = runtime.run_steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +74,9 @@ class _MetaTrainer(runtime.RuleProgram):
   Only the fields that shape the computation matter here; `_trainer_for`
   shares one instance (and its compiled code) between runs.
   """
+
+  kind = _CHECKPOINT_KIND
+  execution_fields = meta_train_config.EXECUTION_FIELDS
 
   def __init__(self, config: MetaTrainConfig) -> None:
     self.config = config
@@ -175,34 +174,11 @@ class _MetaTrainer(runtime.RuleProgram):
     )
     return new_state, _scalar_logs(train_logs, meta_log)
 
-  def save(
-      self,
-      root: pathlib.Path,
-      state: _LoopState,
-      logs: Sequence[Mapping[str, float]],
-      metadata: Mapping[str, Any],
-      keep: int,
-  ) -> pathlib.Path:
-    """Writes a checkpoint of `state` and the logs so far; returns its path."""
-    arrays = {}
-    arrays.update(
-        checkpoint_lib.flatten_tree(
-            devices.first_copy(state.meta_opt_state), 'meta_opt_state'
-        )
-    )
-    arrays.update(
-        checkpoint_lib.flatten_tree(state.agents_states, 'agents_states')
-    )
-    return runtime.save_with_rng_and_logs(
-        root,
-        state.step,
-        update_rule_params=self.host_params(state),
-        arrays=arrays,
-        rng=state.rng,
-        logs=logs,
-        metadata=metadata,
-        keep=keep,
-    )
+  def state_arrays(self, state: _LoopState) -> dict[str, np.ndarray]:
+    """The optimiser's state (one copy) and the agents' states, flat."""
+    return checkpoint_lib.flatten_tree(
+        devices.first_copy(state.meta_opt_state), 'meta_opt_state'
+    ) | checkpoint_lib.flatten_tree(state.agents_states, 'agents_states')
 
   def restore(
       self, ckpt: checkpoint_lib.Checkpoint
@@ -220,7 +196,7 @@ class _MetaTrainer(runtime.RuleProgram):
         ckpt.arrays,
         'agents_states',
     )
-    rng, logs = restore_rng_and_logs(ckpt)
+    rng, logs = runtime.restore_rng_and_logs(ckpt)
     self._step_keys(rng)  # Compiled now rather than in the first step.
     put = self.layout.put
     state = _LoopState(
@@ -236,12 +212,7 @@ class _MetaTrainer(runtime.RuleProgram):
 # Runs that compute the same thing share a trainer and its compiled code.
 _TRAINERS = runtime.ProgramCache(
     lambda config: _MetaTrainer(config),  # pylint: disable=unnecessary-lambda
-    neutral=dict(
-        num_steps=1,
-        checkpoint_every=0,
-        keep_checkpoints=1,
-        update_rule_params=None,
-    ),
+    neutral=runtime.RULE_PROGRAM_NEUTRAL,
 )
 
 
@@ -340,18 +311,14 @@ def run_meta_train(
         stacklevel=2,
     )
   params = init_params if update_rule_params is None else update_rule_params
-  with loggers.open_logger(
-      logger, log_dir, resume=resume, config=config
-  ) as sink:
-    return runtime.run(
-        _trainer_for(config),
-        config,
-        update_rule_params=params,
-        checkpoint_dir=checkpoint_dir,
-        resume=resume,
-        progress_fn=progress_fn,
-        handle_interrupts=handle_interrupts,
-        kind=_CHECKPOINT_KIND,
-        execution_fields=meta_train_config.EXECUTION_FIELDS,
-        logger=sink,
-    )
+  return runtime.run(
+      _trainer_for(config),
+      config,
+      update_rule_params=params,
+      checkpoint_dir=checkpoint_dir,
+      resume=resume,
+      progress_fn=progress_fn,
+      handle_interrupts=handle_interrupts,
+      logger=logger,
+      log_dir=log_dir,
+  )

@@ -8,6 +8,7 @@ learning algorithms", Nature 648, 2025). Each meta-step, every agent
 Details and rationale: `docs/modules.md`.
 """
 
+from collections.abc import Callable
 import functools
 from typing import Any
 
@@ -29,7 +30,6 @@ from disco.meta_train import config as meta_train_config
 from disco.value_fns import value_fn as value_fn_lib
 
 MetaTrainConfig = meta_train_config.MetaTrainConfig
-EXECUTION_FIELDS = meta_train_config.EXECUTION_FIELDS
 POLICY_ENTROPY_COST = meta_train_config.POLICY_ENTROPY_COST
 PREDICTION_ENTROPY_COST = meta_train_config.PREDICTION_ENTROPY_COST
 TARGET_MEAN_COST = meta_train_config.TARGET_MEAN_COST
@@ -370,6 +370,44 @@ def calculate_meta_gradient(
   return meta_grads, (new_agent_state, train_logs, meta_log)
 
 
+# `calculate_meta_gradient` with its keyword settings bound: (rule params,
+# agent state, train rollouts [N, T+1, B, ...], validation rollout
+# [T', B, ...], key) -> (meta-gradients, (agent state, learner logs [N],
+# meta-loss logs)).
+MetaGradientFn = Callable[
+    [
+        types.MetaParams,
+        MetaTrainState,
+        types.ActorRollout,
+        types.ActorRollout,
+        chex.PRNGKey,
+    ],
+    tuple[
+        types.MetaParams, tuple[MetaTrainState, types.LogDict, types.LogDict]
+    ],
+]
+
+
+def configured_meta_gradient(
+    agent: MetaTrainAgent, config: Any
+) -> MetaGradientFn:
+  """`calculate_meta_gradient` for `agent` with the settings of `config`.
+
+  The meta-loss weights, `remat` and `unroll_inner_steps`, which a
+  `MetaTrainConfig` and a `DiscoveryConfig` name alike.
+  """
+  return functools.partial(
+      calculate_meta_gradient,
+      agent=agent,
+      policy_entropy_cost=config.policy_entropy_cost,
+      prediction_entropy_cost=config.prediction_entropy_cost,
+      target_mean_cost=config.target_mean_cost,
+      target_kl_cost=config.target_kl_cost,
+      remat=config.remat,
+      unroll=True if config.unroll_inner_steps else 1,
+  )
+
+
 def _agent_meta_step(
     update_rule_params: types.MetaParams,
     state: MetaTrainState,
@@ -405,19 +443,9 @@ def _agent_meta_step(
   state, valid_rollout = agent.unroll_actor(
       state, act_rng, 2 * config.rollout_len
   )
-  meta_grads, (state, train_logs, meta_log) = calculate_meta_gradient(
-      update_rule_params,
-      state,
-      train_rollouts,
-      valid_rollout,
-      update_rng,
-      agent=agent,
-      policy_entropy_cost=config.policy_entropy_cost,
-      prediction_entropy_cost=config.prediction_entropy_cost,
-      target_mean_cost=config.target_mean_cost,
-      target_kl_cost=config.target_kl_cost,
-      remat=config.remat,
-      unroll=True if config.unroll_inner_steps else 1,
+  meta_gradient = configured_meta_gradient(agent, config)
+  meta_grads, (state, train_logs, meta_log) = meta_gradient(
+      update_rule_params, state, train_rollouts, valid_rollout, update_rng
   )
   rewards = train_rollouts.rewards  # [N, T, B]
   reward_log = dict(

@@ -6,6 +6,7 @@ its cadence, Ctrl-C handling and logs (`steps`), compiled programs
 """
 
 # pylint: disable=g-importing-member,useless-import-alias
+from disco.runtime.driver import RULE_PROGRAM_NEUTRAL as RULE_PROGRAM_NEUTRAL
 from disco.runtime.driver import Program as Program
 from disco.runtime.driver import RuleProgram as RuleProgram
 from disco.runtime.driver import initial_rule as initial_rule
