@@ -28,6 +28,7 @@ from disco import interrupts
 from disco import loggers
 from disco import logs
 from disco import progress
+from disco import runtime
 from disco import weights
 from disco.cli import flags as flags_lib
 from disco.cli.flags import COMMON_FLAGS as COMMON_FLAGS
@@ -367,13 +368,26 @@ def refuse_with_resume(args: argparse.Namespace, *names: str) -> None:
       raise UsageError(f'--{name} starts a new run; --resume keeps its own.')
 
 
-def steps_up_to(root: pathlib.Path) -> Callable[[Run], Callable[..., bool]]:
+def resumed_step(run: Run, root: Callable[[pathlib.Path], pathlib.Path]) -> int:
+  """The step `run` starts from: 0, or with `--resume` its last checkpoint's.
+
+  Args:
+    run: the run.
+    root: where the run's loop keeps its checkpoints, given the run
+      directory's `checkpoints/` (e.g. `runtime.checkpoint_root`).
+  """
+  if not run.args.resume:
+    return 0
+  return checkpoint.latest_step(root(run.run_dir.checkpoints)) or 0
+
+
+def steps_up_to(
+    root: Callable[[pathlib.Path], pathlib.Path],
+) -> Callable[[Run], Callable[..., bool]]:
   """`resumed_rows`: rows up to the newest checkpoint in `root(run_dir)`."""
 
   def _resumed_rows(run: Run) -> Callable[[Mapping[str, Any]], bool]:
-    start = 0
-    if run.args.resume:
-      start = checkpoint.latest_step(root(run.run_dir.checkpoints)) or 0
+    start = resumed_step(run, root)
     return lambda row: row.get('step', 0) <= start
 
   return _resumed_rows
@@ -459,18 +473,17 @@ def entry_points(
 def run_meta_steps(
     run: Run,
     run_fn: Callable[..., Any],
-    checkpoint_root: Callable[[pathlib.Path], pathlib.Path],
     progress_bar: Callable[..., Any],
 ) -> Any:
   """Runs a meta-step loop (`run_meta_train`, `run_discovery`) with a bar.
 
-  The bar starts at the step the run resumes from.
+  The bar starts at the step the run resumes from, the newest checkpoint in
+  `runtime.checkpoint_root`, where both loops keep them.
   """
-  start = 0
-  if run.args.resume:
-    start = checkpoint.latest_step(checkpoint_root(run.run_dir.checkpoints))
   with progress_bar(
-      run.config.num_steps, initial=start or 0, enabled=run.args.progress
+      run.config.num_steps,
+      initial=resumed_step(run, runtime.checkpoint_root),
+      enabled=run.args.progress,
   ) as bar:
     return run_fn(
         run.config,
@@ -482,14 +495,43 @@ def run_meta_steps(
     )
 
 
-def save_rule(
-    run: Run, result: Any, plots: Sequence[pathlib.Path], filename: str
-) -> list[pathlib.Path]:
-  """Saves a learned rule into the run directory; returns what was written."""
-  params = weights.save_update_rule_params(
-      result.update_rule_params, run.run_dir.path / filename
+def meta_step_command(
+    *,
+    params_filename: str,
+    summary: Callable[[Any], None] | None = None,
+    **fields: Any,
+) -> Command:
+  """The `Command` of a loop that learns an update rule, a row a meta-step.
+
+  `disco-meta-train` and `disco-discover` (their `run` calls
+  `run_meta_steps`): a resumed run keeps the rows of `log.csv` up to its
+  newest checkpoint in `runtime.checkpoint_root`; at the end the learned
+  rule is saved as `params_filename` in the run directory, `summary` prints
+  what the loop's result says, and the files written are listed.
+
+  Args:
+    params_filename: the learned rule's file, in the run directory.
+    summary: prints a summary of the result (`MetaTrainResult`, ...).
+    **fields: the other fields of the `Command`.
+
+  Returns:
+    The command.
+  """
+  prog = fields['prog']
+
+  def _finish(run: Run, result: Any, plots: list[pathlib.Path]) -> None:
+    params = weights.save_update_rule_params(
+        result.update_rule_params, run.run_dir.path / params_filename
+    )
+    written = [params, run.run_dir.log, run.run_dir.config, *plots]
+    if result.checkpoint_path is not None:
+      written.append(result.checkpoint_path)
+    if summary is not None:
+      summary(result)
+    report(prog, written)
+
+  return Command(
+      resumed_rows=steps_up_to(runtime.checkpoint_root),
+      finish=_finish,
+      **fields,
   )
-  written = [params, run.run_dir.log, run.run_dir.config, *plots]
-  if result.checkpoint_path is not None:
-    written.append(result.checkpoint_path)
-  return written

@@ -23,7 +23,6 @@ from typing import Any
 
 from disco import cli
 from disco import logs
-from disco import runtime
 from disco.discovery import config as discovery_config
 from disco.discovery import loop as discovery
 
@@ -78,21 +77,11 @@ def _add_flags(parser: argparse.ArgumentParser) -> None:
 
 def _run(run: cli.Run) -> discovery.DiscoveryResult:
   return cli.run_meta_steps(
-      run,
-      discovery.run_discovery,
-      runtime.checkpoint_root,
-      discovery.progress_bar,
+      run, discovery.run_discovery, discovery.progress_bar
   )
 
 
-def _finish(
-    run: cli.Run, result: discovery.DiscoveryResult, plots: list[pathlib.Path]
-) -> None:
-  written = cli.save_rule(run, result, plots, PARAMS_FILENAME)
-  cli.report(PROG, written)
-
-
-COMMAND = cli.Command(
+COMMAND = cli.meta_step_command(
     prog=PROG,
     doc=__doc__,
     config_cls=discovery_config.DiscoveryConfig,
@@ -110,10 +99,9 @@ COMMAND = cli.Command(
     base_config=lambda args, saved: cli.preset_config(
         args, saved, discovery_config.PRESETS, discovery_config.LOCAL
     ),
-    resumed_rows=cli.steps_up_to(runtime.checkpoint_root),
     run=_run,
     plot=lambda rows, run: write_plot(rows, run.run_dir.path),
-    finish=_finish,
+    params_filename=PARAMS_FILENAME,
 )
 
 

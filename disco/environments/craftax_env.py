@@ -4,7 +4,6 @@ Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Mapping
-import difflib
 import importlib
 from typing import Any
 
@@ -64,13 +63,9 @@ class CraftaxEnvironment(gymnax_env.GymnaxApiEnvironment):
         non-positive batch size.
     """
     gymnax_env.check_batch_size(batch_size)
-    if env_name not in ENV_NAMES:
-      close = difflib.get_close_matches(str(env_name), ENV_NAMES, n=2)
-      suggestion = f' Did you mean {close}?' if close else ''
-      raise ValueError(
-          f'Unknown Craftax environment {env_name!r}.{suggestion} Valid'
-          f' names (symbolic observations only): {list(ENV_NAMES)}.'
-      )
+    gymnax_env.check_env_name(
+        env_name, ENV_NAMES, 'Craftax', '(symbolic observations only)'
+    )
     craftax_env = _import_craftax()
     # The `...NoAutoReset` class: the adapter restarts finished episodes.
     env = craftax_env.make_craftax_env_from_name(env_name, auto_reset=False)

@@ -3,7 +3,7 @@
 Details and rationale: `docs/modules.md`.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 import difflib
 import importlib
 import importlib.metadata
@@ -20,7 +20,6 @@ from disco import types
 from disco.environments import base
 from disco.environments.wrappers import batched_jittable_env
 
-_MID = np.int32(dm_env.StepType.MID)
 _LAST = np.int32(dm_env.StepType.LAST)
 
 # Works for a wheel and for a clone installed with `pip install -e .` alike.
@@ -95,14 +94,11 @@ def _strongly_typed(tree: chex.ArrayTree) -> chex.ArrayTree:
   return jax.tree.map(_strong, tree)
 
 
-def _timestep(
-    observation: chex.Array, reward: chex.Array, is_last: chex.Array
-) -> types.EnvironmentTimestep:
-  return types.EnvironmentTimestep(
-      observation=jnp.asarray(observation, jnp.float32),
-      step_type=jnp.where(is_last, _LAST, _MID),
-      reward=jnp.asarray(reward, jnp.float32),
-  )
+# (observation, reward, is_last) -> a timestep with float32 observation and
+# reward and a strongly typed step type (LAST where `is_last`, else MID):
+# the batched jittable wrapper's, so that both build their timesteps alike.
+# pylint: disable-next=protected-access
+_timestep = batched_jittable_env._to_env_timestep
 
 
 def check_batch_size(batch_size: Any) -> int:
@@ -114,6 +110,35 @@ def check_batch_size(batch_size: Any) -> int:
   if batch_size < 1:
     raise ValueError(f'batch_size must be positive, got {batch_size}.')
   return int(batch_size)
+
+
+def check_env_name(
+    env_name: str, known_names: Sequence[str], package: str, valid_names: str
+) -> None:
+  """A ValueError naming the closest known names, unless `env_name` is known.
+
+  The message of the adapters (gymnax, Craftax, xminigrid) for a mistyped
+  id: 'Unknown {package} environment {env_name!r}. Did you mean [...]? Valid
+  names {valid_names}: [the known names, sorted].'
+
+  Args:
+    env_name: the id asked for.
+    known_names: the ids the package (or adapter) accepts.
+    package: the package, as the message names it (e.g. 'gymnax').
+    valid_names: what the message says of the valid names before listing
+      them (e.g. 'are listed by `gymnax.registered_envs`').
+
+  Raises:
+    ValueError: `env_name` is not in `known_names`.
+  """
+  if env_name in known_names:
+    return
+  close = difflib.get_close_matches(str(env_name), known_names, n=3)
+  suggestion = f' Did you mean {close}?' if close else ''
+  raise ValueError(
+      f'Unknown {package} environment {env_name!r}.{suggestion} Valid names'
+      f' {valid_names}: {sorted(known_names)}.'
+  )
 
 
 def replace_params(params: Any, overrides: Mapping[str, Any], name: str):
@@ -434,15 +459,12 @@ class GymnaxEnvironment(GymnaxApiEnvironment):
     """
     check_batch_size(batch_size)
     gymnax, _ = _import_gymnax()
-    known_names = list(gymnax.registered_envs)
-    if env_name not in known_names:
-      close = difflib.get_close_matches(str(env_name), known_names, n=3)
-      suggestion = f' Did you mean {close}?' if close else ''
-      raise ValueError(
-          f'Unknown gymnax environment {env_name!r}.{suggestion} Valid names'
-          ' are listed by `gymnax.registered_envs`:'
-          f' {sorted(known_names)}.'
-      )
+    check_env_name(
+        env_name,
+        list(gymnax.registered_envs),
+        'gymnax',
+        'are listed by `gymnax.registered_envs`',
+    )
     # gymnax's `reset` and `step` are jitted with the environment object as
     # a static argument hashed by identity: make it exactly once.
     env, params = gymnax.make(env_name, **(env_kwargs or {}))

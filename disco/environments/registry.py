@@ -53,6 +53,26 @@ def _catch_settings(
   return settings
 
 
+def _package_id(name: str, prefix: str, package: str, example: str) -> str:
+  """The package's own environment id after `prefix` in `name`.
+
+  Args:
+    name: an environment name that starts with `prefix` (e.g. 'gymnax:').
+    prefix: one of `_ID_PREFIXES`.
+    package: the package, as the error message names it (e.g. 'gymnax').
+    example: an id of the package, for the error message.
+
+  Raises:
+    UnknownEnvironmentError: `name` is `prefix` alone.
+  """
+  env_id = name[len(prefix) :]
+  if not env_id:
+    raise UnknownEnvironmentError(
+        f'{name!r} names no {package} environment; use e.g. {prefix}{example}.'
+    )
+  return env_id
+
+
 def make_environment(
     name: str,
     batch_size: int,
@@ -100,12 +120,7 @@ def make_environment(
         batch_size=batch_size, env_settings=env_settings
     )
   if name.startswith(GYMNAX_PREFIX):
-    env_id = name[len(GYMNAX_PREFIX) :]
-    if not env_id:
-      raise UnknownEnvironmentError(
-          f'{name!r} names no gymnax environment; use e.g.'
-          f' {GYMNAX_PREFIX}CartPole-v1.'
-      )
+    env_id = _package_id(name, GYMNAX_PREFIX, 'gymnax', 'CartPole-v1')
     return gymnax_env.GymnaxEnvironment(env_id, batch_size, env_params=settings)
   if name.startswith(CRAFTAX_PREFIX):
     if name not in CRAFTAX_NAMES:
@@ -117,12 +132,9 @@ def make_environment(
         name[len(CRAFTAX_PREFIX) :], batch_size, env_params=settings
     )
   if name.startswith(XMINIGRID_PREFIX):
-    env_id = name[len(XMINIGRID_PREFIX) :]
-    if not env_id:
-      raise UnknownEnvironmentError(
-          f'{name!r} names no xminigrid environment; use e.g.'
-          f' {XMINIGRID_PREFIX}MiniGrid-Empty-8x8.'
-      )
+    env_id = _package_id(
+        name, XMINIGRID_PREFIX, 'xminigrid', 'MiniGrid-Empty-8x8'
+    )
     return xminigrid_env.XMinigridEnvironment(
         env_id, batch_size, env_params=settings
     )

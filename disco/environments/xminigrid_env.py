@@ -4,7 +4,6 @@ Details and rationale: `docs/modules.md`.
 """
 
 from collections.abc import Mapping
-import difflib
 import importlib
 from typing import Any
 
@@ -61,15 +60,12 @@ class XMinigridEnvironment(gymnax_env.GymnaxApiEnvironment):
     """
     gymnax_env.check_batch_size(batch_size)
     xminigrid = _import_xminigrid()
-    known_names = list(xminigrid.registered_environments())
-    if env_name not in known_names:
-      close = difflib.get_close_matches(str(env_name), known_names, n=3)
-      suggestion = f' Did you mean {close}?' if close else ''
-      raise ValueError(
-          f'Unknown xminigrid environment {env_name!r}.{suggestion} Valid'
-          ' names are listed by `xminigrid.registered_environments()`:'
-          f' {sorted(known_names)}.'
-      )
+    gymnax_env.check_env_name(
+        env_name,
+        list(xminigrid.registered_environments()),
+        'xminigrid',
+        'are listed by `xminigrid.registered_environments()`',
+    )
     if env_name.startswith(_XLAND_PREFIX) and 'ruleset' not in (
         env_params or {}
     ):

@@ -58,17 +58,11 @@ def write_plots(
 
 def _run(run: cli.Run) -> meta_train.MetaTrainResult:
   return cli.run_meta_steps(
-      run,
-      meta_train.run_meta_train,
-      meta_train.checkpoint_root,
-      meta_train.progress_bar,
+      run, meta_train.run_meta_train, meta_train.progress_bar
   )
 
 
-def _finish(
-    run: cli.Run, result: meta_train.MetaTrainResult, plots: list[pathlib.Path]
-) -> None:
-  written = cli.save_rule(run, result, plots, PARAMS_FILENAME)
+def _summary(result: meta_train.MetaTrainResult) -> None:
   fraction = result.logs.get('pos_reward_fraction')
   if fraction is not None and len(fraction):
     print(
@@ -76,21 +70,19 @@ def _finish(
         f' {fraction[0]:.3f} at step 1, {fraction[-1]:.3f} at step'
         f' {result.num_steps}.'
     )
-  cli.report(PROG, written)
 
 
-COMMAND = cli.Command(
+COMMAND = cli.meta_step_command(
     prog=PROG,
     doc=__doc__,
     config_cls=meta_train.MetaTrainConfig,
     config_title='config (MetaTrainConfig; defaults: the reference notebook)',
     default_out_dir='runs/meta_train',
     deprecated=(('init', 'update_rule_params', None),),
-    # Where `run_meta_train` writes them (a subdirectory per process).
-    resumed_rows=cli.steps_up_to(meta_train.checkpoint_root),
     run=_run,
     plot=lambda rows, run: write_plots(rows, run.run_dir.path),
-    finish=_finish,
+    params_filename=PARAMS_FILENAME,
+    summary=_summary,
 )
 
 

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from disco import checkpoint
 from disco import cli
 from disco import logs
 from disco import progress
@@ -112,14 +111,11 @@ def _run(run: cli.Run) -> Any:
   def _log_row(seed: int, row: Mapping[str, float]) -> None:
     run.log.append(dict(row) | dict(seed=seed))
 
-  start = 0
-  if args.resume:
-    start = checkpoint.latest_step(run.run_dir.checkpoints) or 0
   with progress.progress_bar(
       progress.TRAIN,
       config.num_steps,
       f'{config.rule} on {config.env}',
-      initial=start,
+      initial=cli.resumed_step(run, lambda root: root),
       enabled=args.progress,
   ) as bar:
     return train.run_train(
