@@ -1,25 +1,8 @@
 """Where a run's per-step logs go: CSV, TensorBoard, Weights & Biases.
 
-Every run kind reports its per-step scalars to a `Logger`, a sink that
-knows nothing of the run: `log(step, scalars, series)`, where `series`
-names one curve of the run ('seed_0', 'disco/seed_1'; '' for a run with
-one). The sinks, by name (`NAMES`, the values of the `--logger` flag and
-of the run functions' `logger` argument):
-
-- 'csv': `<log_dir>/log.csv`, one row per step and series.
-- 'tensorboard': event files under `<log_dir>/tensorboard/<series>/` (one
-  TensorBoard run per series), written with tensorboardX (the extra
-  `disco-jax[tensorboard]`).
-- 'wandb': one Weights & Biases run in `<log_dir>/wandb/` (the extra
-  `disco-jax[wandb]`); each series plots against its own step,
-  '<series>/step'. `WANDB_MODE=offline` works without a network
-  (`wandb sync` uploads later); `WANDB_PROJECT` picks the project.
-
-A resumed run (`resume=True`) does not log a step twice: each sink
-remembers the last step it logged of each series (in its own files) and
-skips steps up to it, so the steps that a resumed run computes again
-after its checkpoint are logged once. With several processes, process 0
-alone logs.
+Every run kind reports its per-step scalars to a `Logger` as
+`log(step, scalars, series)`; `open_logger` opens the sinks `NAMES` lists.
+A resumed run logs no step twice. Details: `docs/logging.md`.
 """
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence

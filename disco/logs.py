@@ -1,14 +1,8 @@
 """The one log codec: per-step rows as columns, checkpoint arrays and CSV.
 
-Every run kind keeps its log as rows (one dict per step or chunk).
-`columns` turns them into arrays, `to_arrays` / `from_arrays` keep them in
-a checkpoint (`logs/<column>` plus their order), and `CsvLog` streams them
-to `log.csv`: each row is flushed when it is added, so an interrupted run
-leaves its curve up to the last step on disk; a resumed run first drops
-the rows after its checkpoint (`CsvLog.keep`) and goes on appending.
-Columns are the union of the rows' keys in order of first appearance
-(learner logs appear once learning starts); when a row brings a new column
-the file is rewritten with it, atomically.
+`columns` turns a run's rows (one dict per step) into arrays, `to_arrays` /
+`from_arrays` keep them in a checkpoint and `CsvLog` streams them to
+`log.csv`, atomically and resumably. Details: `docs/design.md`.
 """
 
 from collections.abc import Callable, Iterable, Mapping

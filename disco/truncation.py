@@ -1,20 +1,9 @@
 """Time limits that are not terminations, and targets that bootstrap there.
 
-An environment that restarts an episode at its time limit reports a LAST
-step, which the reference's rollouts store as a termination (discount 0):
-the value targets then treat the state the episode reached as worth
-nothing. A `TruncatedRollout` also records which LAST steps were time
-limits (`truncated`) and the observations those episodes ended in
-(`final_observations`), which the automatic restart has replaced in
-`observations`. Before the learner step, `bootstrap_rewards` adds
-`discount * V(final observation)` to the reward of each truncated
-transition, whose discount stays 0. Every target the update rules compute
-(one-step, V-trace, Retrace) is then the truncated episode's own target,
-`r + discount * V(s_final)` at the last transition and the lambda-return
-to it before, while the rules, the value functions and the rollouts of
-environments without time limits are left exactly as they were.
-
-Details and rationale: `docs/training.md` (environments).
+A `TruncatedRollout` records which LAST steps were time limits and the
+observations those episodes ended in; `bootstrap_rewards` adds
+`discount * V(final observation)` to those steps' rewards, so that every
+update rule's targets bootstrap there. Details: `docs/training.md`.
 """
 
 from collections.abc import Callable
