@@ -28,6 +28,28 @@ def env(num_devices: int) -> dict[str, str]:
   return result
 
 
+def run_python(
+    script: str, env: dict[str, str] | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
+  """Runs Python source `script` in a fresh interpreter at the repository root.
+
+  `env` defaults to this process's environment on CPU with the repository
+  importable; output is captured as text and a failure is the caller's to
+  assert.
+  """
+  if env is None:
+    env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS='cpu')
+  return subprocess.run(
+      [sys.executable, '-c', script],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=timeout,
+      check=False,
+  )
+
+
 def free_address() -> str:
   """'127.0.0.1:<port>' of a free port, for `jax.distributed.initialize`."""
   with socket.socket() as s:

@@ -12,9 +12,6 @@ import functools
 import importlib
 import json
 import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import chex
@@ -39,25 +36,6 @@ from disco_rl.networks import nets
 from disco_rl.update_rules import disco as disco_rule
 from disco_rl.value_fns import value_utils
 from tests import forced_devices
-
-_REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _run_script(
-    script: str, env: dict[str, str] | None = None, timeout: int = 300
-) -> subprocess.CompletedProcess[str]:
-  """Runs `script` in a fresh Python (this repository importable, CPU)."""
-  if env is None:
-    env = dict(os.environ, PYTHONPATH=str(_REPO), JAX_PLATFORMS='cpu')
-  return subprocess.run(
-      [sys.executable, '-c', script],
-      capture_output=True,
-      text=True,
-      env=env,
-      timeout=timeout,
-      check=False,
-  )
-
 
 # The reference's modules (below `disco_rl.`) and the public names each
 # defines.
@@ -340,7 +318,7 @@ def test_imports_in_a_fresh_interpreter():
         raise AssertionError('no error for a module that does not exist')
       print('OK')
   """)
-  done = _run_script(script)
+  done = forced_devices.run_python(script)
   assert done.returncode == 0 and done.stdout.strip() == 'OK', done.stderr
 
 
@@ -781,7 +759,7 @@ def test_shard_and_gather_over_two_devices_under_pmap():
       np.testing.assert_array_equal(gathered['step'], 2 * data['step'])
       print('OK')
   """)
-  done = _run_script(script, env=forced_devices.env(2))
+  done = forced_devices.run_python(script, env=forced_devices.env(2))
   assert done.returncode == 0 and done.stdout.strip() == 'OK', done.stderr
 
 
@@ -955,7 +933,7 @@ def test_a_script_written_for_disco_rl_learns_catch():
   # Actor-critic, 250 on-policy updates of 32 x 16 steps (~30 s on 2 CPU
   # cores). A random policy scores about -0.75 on 8x8 Catch. Measured:
   # -0.76 over the first 20 updates, 0.88 over the last 50.
-  done = _run_script(_TRAINING_SCRIPT, timeout=900)
+  done = forced_devices.run_python(_TRAINING_SCRIPT, timeout=900)
   assert done.returncode == 0, done.stderr[-3000:]
   (line,) = [s for s in done.stdout.splitlines() if s.startswith('RESULT')]
   result = json.loads(line[len('RESULT') :])

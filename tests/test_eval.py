@@ -10,9 +10,7 @@ import contextlib
 import dataclasses
 import json
 import os
-import pathlib
 import signal
-import subprocess
 import sys
 import textwrap
 
@@ -30,8 +28,8 @@ from disco import plotting
 from disco import train
 from disco.environments import registry
 from disco.value_fns import value_utils
+from tests import forced_devices
 
-_REPO = pathlib.Path(__file__).resolve().parents[1]
 _COMPILE_EVENT = '/jax/core/compile/backend_compile_duration'
 
 # Two environments, learning from iteration 4 on (8 trajectories needed, 2
@@ -781,19 +779,8 @@ def test_runs_on_two_forced_host_devices():
   # entries (learning) take 8 iterations, as in the reference's layout.
   tiny['num_steps'] = 9
   script = _MULTI_DEVICE_SCRIPT.replace('TINY_JSON', repr(json.dumps(tiny)))
-  env = dict(os.environ)
-  env['XLA_FLAGS'] = (
-      env.get('XLA_FLAGS', '') + ' --xla_force_host_platform_device_count=2'
-  )
-  env['JAX_PLATFORMS'] = 'cpu'
-  done = subprocess.run(
-      [sys.executable, '-c', script],
-      cwd=_REPO,
-      env=env,
-      capture_output=True,
-      text=True,
-      timeout=600,
-      check=False,
+  done = forced_devices.run_python(
+      script, env=forced_devices.env(2), timeout=600
   )
   assert done.returncode == 0, done.stderr[-3000:]
   (line,) = [s for s in done.stdout.splitlines() if s.startswith('RESULT')]
@@ -824,13 +811,10 @@ _LEARNING_SCRIPT = textwrap.dedent("""
 
 def _learn_catch(fast: bool) -> dict[str, float]:
   """A default 1000-iteration run in a fresh process (for its peak RSS)."""
-  done = subprocess.run(
-      [sys.executable, '-c', _LEARNING_SCRIPT.replace('FAST', str(fast))],
-      cwd=_REPO,
-      capture_output=True,
-      text=True,
+  done = forced_devices.run_python(
+      _LEARNING_SCRIPT.replace('FAST', str(fast)),
+      env=dict(os.environ),
       timeout=3600,
-      check=False,
   )
   assert done.returncode == 0, done.stderr[-3000:]
   (line,) = [s for s in done.stdout.splitlines() if s.startswith('RESULT')]

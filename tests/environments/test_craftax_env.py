@@ -11,8 +11,6 @@ the error messages and names run everywhere.
 
 import functools
 import os
-import pathlib
-import subprocess
 import sys
 
 import chex
@@ -26,10 +24,10 @@ import pytest
 from disco import agent as agent_lib
 from disco.environments import craftax_env
 from disco.environments import registry
+from tests import forced_devices
 
 _MID = int(dm_env.StepType.MID)
 _LAST = int(dm_env.StepType.LAST)
-_REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 _NAME = craftax_env.CLASSIC_SYMBOLIC
 _OBS_SIZE = 1345
@@ -361,14 +359,7 @@ def test_importing_disco_imports_neither_craftax_nor_xminigrid():
       'assert "craftax" not in sys.modules, "craftax imported eagerly"\n'
       'assert "xminigrid" not in sys.modules, "xminigrid imported eagerly"\n'
   )
-  env = dict(os.environ, JAX_PLATFORMS='cpu')
-  result = subprocess.run(
-      [sys.executable, '-c', script],
-      cwd=_REPO_ROOT,
-      env=env,
-      capture_output=True,
-      text=True,
-      timeout=120,
-      check=False,
+  result = forced_devices.run_python(
+      script, env=dict(os.environ, JAX_PLATFORMS='cpu'), timeout=120
   )
   assert result.returncode == 0, result.stderr

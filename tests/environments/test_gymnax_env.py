@@ -10,8 +10,6 @@ adapter is documented to derive; against hand-computed episode outcomes
 import functools
 import importlib.metadata
 import os
-import pathlib
-import subprocess
 import sys
 
 import chex
@@ -25,10 +23,10 @@ import pytest
 
 from disco import agent as agent_lib
 from disco.environments import gymnax_env
+from tests import forced_devices
 
 _MID = int(dm_env.StepType.MID)
 _LAST = int(dm_env.StepType.LAST)
-_REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # name -> (single observation shape, number of actions).
 _ENVS = {
@@ -463,14 +461,7 @@ def test_importing_disco_does_not_import_gymnax():
       'else:\n'
       '  raise AssertionError("no ImportError")\n'
   )
-  env = dict(os.environ, JAX_PLATFORMS='cpu')
-  result = subprocess.run(
-      [sys.executable, '-c', script],
-      cwd=_REPO_ROOT,
-      env=env,
-      capture_output=True,
-      text=True,
-      timeout=120,
-      check=False,
+  result = forced_devices.run_python(
+      script, env=dict(os.environ, JAX_PLATFORMS='cpu'), timeout=120
   )
   assert result.returncode == 0, result.stderr
