@@ -18,9 +18,11 @@ Craftax-Classic `--env-steps` (1M, the paper's Crafter budget: 3,440
 updates).
 
 Each seed of ours is one run in pieces (`pieces.py`): a stopped command,
-run again, resumes at its last checkpoint and skips finished runs; PPO
-runs its seeds in one program and is skipped once done. The wall time of
-every piece is in the run's record.
+run again, resumes at its last checkpoint and skips finished runs. PPO
+trains its seeds together: on MinAtar in one program of a few minutes; on
+Craftax one PPO iteration per call (`unseen_envs.run_ppo_segmented`),
+checkpointed and resumed the same way. The wall time of every piece is in
+the run's record.
 
 Final return: the mean return of the last evaluation's episodes (ours: 32
 episodes on fresh environments after the last iteration, actions sampled;
@@ -187,7 +189,13 @@ def run_ppo(args: argparse.Namespace, env: str, env_steps: int) -> None:
     return
   key = unseen_envs.RunKey(env, PPO)
   record = unseen_envs.run_ppo(
-      key, env_steps, args.seeds, None, not args.no_progress
+      key,
+      env_steps,
+      args.seeds,
+      None,
+      not args.no_progress,
+      checkpoint_dir=args.out / pieces.CHECKPOINTS_DIR / name,
+      handle_interrupts=True,
   )
   record |= dict(name=name, settings=pieces.jsonable(settings))
   pieces.write_json(pieces.record_path(args.out, name), record)

@@ -134,9 +134,12 @@ from typing import Any
 
 import numpy as np
 
+from disco import checkpoint
+from disco import files
 from disco import metrics
 from disco import plotting
 from disco import progress
+from disco import runtime
 from disco import weights
 from disco.environments import registry
 
@@ -554,6 +557,43 @@ def _ppo_iteration_steps(ppo_rejax: ModuleType, env: str, overrides) -> int:
   )
 
 
+# Checkpoints of the segmented PPO run: this many over its iterations (and
+# one when Ctrl-C or SIGTERM stops it), the newest two kept.
+PPO_CHECKPOINTS = 20
+PPO_KEEP_CHECKPOINTS = 2
+PPO_CHECKPOINT_KIND = 'ppo-segmented'
+PPO_PIECES_FILE = 'pieces.json'
+# `disco.checkpoint` stores an update rule's parameters; PPO has none.
+_NO_RULE_PARAMS = {'ppo': {'none': np.zeros((1,), np.float32)}}
+
+
+def _points_arrays(points: list[tuple[Any, Any, Any]], num_seeds: int):
+  """The evaluations so far as `points/<name>` arrays of shape [P, seeds]."""
+  columns = list(zip(*points)) if points else [[], [], []]
+  dtypes = (np.int64, np.float64, np.float64)
+  return {
+      f'points/{name}': np.asarray(col, dtype).reshape(len(points), num_seeds)
+      for name, col, dtype in zip(
+          ('steps', 'lengths', 'returns'), columns, dtypes, strict=True
+      )
+  }
+
+
+def _points_from_arrays(arrays: Mapping[str, np.ndarray]):
+  steps, lengths, returns = (
+      arrays[f'points/{name}'] for name in ('steps', 'lengths', 'returns')
+  )
+  return list(zip(steps, lengths, returns, strict=True))
+
+
+def _ppo_num_iterations(
+    ppo_rejax: ModuleType, env: str, env_steps: int, overrides
+) -> int:
+  """Whole PPO iterations nearest `env_steps` (at least one)."""
+  iteration = _ppo_iteration_steps(ppo_rejax, env, overrides)
+  return max(1, round(env_steps / iteration))
+
+
 def run_ppo_segmented(
     ppo_rejax: ModuleType,
     env: str,
@@ -562,6 +602,10 @@ def run_ppo_segmented(
     num_eval_points: int,
     num_eval_episodes: int,
     overrides: Mapping[str, Any] | None = None,
+    *,
+    checkpoint_dir: pathlib.Path | None = None,
+    handle_interrupts: bool = False,
+    progress_fn: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
   """rejax's PPO as two programs: training, and evaluation between calls.
 
@@ -571,7 +615,36 @@ def run_ppo_segmented(
   callback); it is called round(env_steps / iteration) times, and
   `rejax.evaluate.evaluate` (a program of its own) runs after the
   iterations nearest each of `num_eval_points` even fractions of the
-  budget. Returns what `ppo_rejax.run_ppo` returns.
+  budget.
+
+  With `checkpoint_dir` the run can be done in pieces: it checkpoints the
+  train states, the evaluations so far and the evaluation key
+  `PPO_CHECKPOINTS` times over the run, and (with `handle_interrupts`) after
+  the iteration in which Ctrl-C or SIGTERM came, then raises
+  `disco.interrupts.Interrupted`; a later call with the same arguments
+  resumes from the newest checkpoint. Every iteration runs the same
+  compiled program on the same state, so a resumed run computes what an
+  unbroken one does, bit for bit.
+
+  Args:
+    ppo_rejax: `benchmarks/ppo_rejax.py`, loaded.
+    env: the environment.
+    env_steps: environment steps per seed.
+    seeds: trained together (vmapped).
+    num_eval_points: evaluations, evenly spaced, the last at the end.
+    num_eval_episodes: episodes per evaluation.
+    overrides: PPO settings over `ppo_rejax.config_for(env)`.
+    checkpoint_dir: where its checkpoints and `pieces.json` go (None: none).
+    handle_interrupts: stop cleanly on Ctrl-C or SIGTERM (see above).
+    progress_fn: called with the iterations done after each iteration.
+
+  Returns:
+    What `ppo_rejax.run_ppo` returns, its times summed over the pieces,
+    plus `pieces`: per call, the iterations it ran and its wall time.
+
+  Raises:
+    disco.checkpoint.CheckpointMismatchError: `checkpoint_dir` holds
+      another run's checkpoints.
   """
   # pylint: disable=g-import-not-at-top
   import jax
@@ -584,7 +657,7 @@ def run_ppo_segmented(
       env, env_steps, 1, num_eval_episodes, overrides
   )
   iteration = _ppo_iteration_steps(ppo_rejax, env, overrides)
-  num_iterations = max(1, round(env_steps / iteration))
+  num_iterations = _ppo_num_iterations(ppo_rejax, env, env_steps, overrides)
   algo = algo.replace(
       eval_callback=lambda *_: jnp.zeros(()),
       eval_freq=iteration,
@@ -615,28 +688,109 @@ def run_ppo_segmented(
   train_fn = train_fn.lower(state).compile()
   eval_fn = jax.jit(jax.vmap(evaluate)).lower(state, keys).compile()
   compile_time = time.perf_counter() - compile_start
+
+  identity = dict(
+      kind=PPO_CHECKPOINT_KIND,
+      env=env,
+      seeds=[int(s) for s in seeds],
+      num_iterations=num_iterations,
+      evals=evals,
+      num_eval_episodes=int(num_eval_episodes),
+      settings=settings,
+  )
+  identity = json.loads(json.dumps(identity))
   points = []
   eval_key = jax.random.PRNGKey(0)
-  for i in range(1, num_iterations + 1):
-    state = train_fn(state)
-    if i in evals:
-      eval_key, key = jax.random.split(eval_key)
-      points.append(
-          jax.device_get(eval_fn(state, jax.random.split(key, len(seeds))))
+  done = dict(iteration=0, saved=-1)
+  pieces = []
+  if checkpoint_dir is not None:
+    pieces_path = checkpoint_dir / PPO_PIECES_FILE
+    if checkpoint.latest_step(checkpoint_dir) is not None:
+      ckpt = checkpoint.load(checkpoint_dir)
+      if ckpt.metadata != identity:
+        raise checkpoint.CheckpointMismatchError(
+            f'{ckpt.path} is a checkpoint of another PPO run (its'
+            f' settings: {ckpt.metadata}); delete {checkpoint_dir} or use'
+            ' another output directory.'
+        )
+      state = checkpoint.restore_tree(state, ckpt.arrays, 'state')
+      eval_key = jnp.asarray(ckpt.arrays['eval_key'])
+      points = _points_from_arrays(ckpt.arrays)
+      done.update(iteration=ckpt.step, saved=ckpt.step)
+    if pieces_path.is_file():
+      saved = json.loads(pieces_path.read_text())
+      if saved.get('settings') == identity:
+        pieces = saved['pieces']
+  first = done['iteration']
+
+  def save() -> pathlib.Path | None:
+    if checkpoint_dir is None or done['saved'] == done['iteration']:
+      return None
+    arrays = checkpoint.flatten_tree(state, 'state')
+    arrays['eval_key'] = np.asarray(eval_key)
+    arrays.update(_points_arrays(points, len(seeds)))
+    path = checkpoint.save(
+        checkpoint_dir,
+        done['iteration'],
+        update_rule_params=_NO_RULE_PARAMS,
+        arrays=arrays,
+        metadata=identity,
+        keep=PPO_KEEP_CHECKPOINTS,
+    )
+    done['saved'] = done['iteration']
+    return path
+
+  save_every = max(1, math.ceil(num_iterations / PPO_CHECKPOINTS))
+  loop_start = time.perf_counter()
+  status = 'interrupted'
+  try:
+    with runtime.stop_on_interrupt('PPO iteration', handle_interrupts) as stop:
+      for i in range(first + 1, num_iterations + 1):
+        state = train_fn(state)
+        if i in evals:
+          eval_key, key = jax.random.split(eval_key)
+          points.append(
+              jax.device_get(eval_fn(state, jax.random.split(key, len(seeds))))
+          )
+        done['iteration'] = i
+        if i % save_every == 0 and i < num_iterations:
+          save()
+        if progress_fn is not None:
+          progress_fn(i)
+        if i < num_iterations:
+          stop(save)
+    status = 'finished'
+  finally:
+    end = time.perf_counter()
+    pieces.append(
+        dict(
+            started_at_iteration=first,
+            ended_at_iteration=done['iteration'],
+            wall_seconds=end - start,
+            compile_seconds=compile_time,
+            train_seconds=end - loop_start,
+            status=status,
+            finished=time.strftime('%Y-%m-%d %H:%M:%S'),
+        )
+    )
+    if checkpoint_dir is not None:
+      checkpoint_dir.mkdir(parents=True, exist_ok=True)
+      files.write_json_atomic(
+          pieces_path, dict(settings=identity, pieces=pieces)
       )
   steps, lengths, returns = (np.stack(x, axis=1) for x in zip(*points))
-  end = time.perf_counter()
   return {
       'env_id': env,
       'seeds': [int(s) for s in seeds],
       'env_steps': np.asarray(steps, np.int64).tolist(),
       'returns': np.asarray(returns, np.float64).tolist(),
       'episode_lengths': np.asarray(lengths, np.float64).tolist(),
-      'wall_time_s': end - start,
-      'compile_time_s': compile_time,
-      'train_time_s': end - compile_start - compile_time,
+      'wall_time_s': sum(p['wall_seconds'] for p in pieces),
+      'compile_time_s': sum(p['compile_seconds'] for p in pieces),
+      'train_time_s': sum(p['train_seconds'] for p in pieces),
       'config': dict(settings, num_eval_episodes=num_eval_episodes),
       'config_source': ppo_rejax.config_for(env)[1],
+      'pieces': pieces,
   }
 
 
@@ -646,14 +800,24 @@ def run_ppo(
     seeds: Sequence[int],
     overrides: Mapping[str, Any] | None,
     show_progress: bool,
+    checkpoint_dir: pathlib.Path | None = None,
+    handle_interrupts: bool = False,
 ) -> dict[str, Any]:
-  """Trains rejax's PPO on one environment; returns the run's record."""
+  """Trains rejax's PPO on one environment; returns the run's record.
+
+  `checkpoint_dir` and `handle_interrupts` apply where PPO runs segmented
+  (Craftax; see `run_ppo_segmented`); elsewhere it is one program of a few
+  minutes, run whole.
+  """
   ppo_rejax = load_ppo_module()
   settings = ppo_settings(key.env, env_steps, seeds, overrides)
-  with progress.ProgressBar(
-      1, f'{key.label()} (one program)', unit='run', enabled=show_progress
-  ) as bar:
-    if settings['method'] == 'segmented':
+  if settings['method'] == 'segmented':
+    with progress.ProgressBar(
+        _ppo_num_iterations(ppo_rejax, key.env, env_steps, overrides),
+        f'{key.label()} (PPO iterations)',
+        unit='iteration',
+        enabled=show_progress,
+    ) as bar:
       result = run_ppo_segmented(
           ppo_rejax,
           key.env,
@@ -662,8 +826,14 @@ def run_ppo(
           CRAFTAX_PPO_EVAL_POINTS,
           settings['num_eval_episodes'],
           overrides,
+          checkpoint_dir=checkpoint_dir,
+          handle_interrupts=handle_interrupts,
+          progress_fn=lambda i: bar(i, {}),
       )
-    else:
+  else:
+    with progress.ProgressBar(
+        1, f'{key.label()} (one program)', unit='run', enabled=show_progress
+    ) as bar:
       points = ppo_eval_points(
           _ppo_iteration_steps(ppo_rejax, key.env, overrides), env_steps
       )
@@ -675,7 +845,7 @@ def run_ppo(
           num_eval_episodes=settings['num_eval_episodes'],
           overrides=overrides,
       )
-    bar(1, {})
+      bar(1, {})
   per_seed, curves = [], []
   episodes = result['config']['num_eval_episodes']
   for s, seed in enumerate(result['seeds']):
@@ -702,7 +872,7 @@ def run_ppo(
               episodes=episodes,
           )
       )
-  return dict(
+  record = dict(
       env=key.env,
       algo=PPO,
       learning_rate=None,
@@ -717,6 +887,9 @@ def run_ppo(
       seeds=per_seed,
       curves=curves,
   )
+  if 'pieces' in result:  # Run segmented, in pieces.
+    record['pieces'] = result['pieces']
+  return record
 
 
 # ----------------------------------------------------------------------------

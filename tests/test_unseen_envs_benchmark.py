@@ -387,3 +387,54 @@ def test_tiny_benchmark_end_to_end(tmp_path):
   changed = _run(*args[:-1], '--seeds', '3')
   assert changed.returncode == 1
   assert 'holds a finished run with other settings' in changed.stderr
+
+
+# rejax's PPO run segmented (Craftax's way), in pieces.
+
+# 4 environments x 8 steps: 32 env steps per PPO iteration.
+_TINY_PPO = dict(num_envs=4, num_steps=8, num_epochs=1, num_minibatches=1)
+
+
+@pytest.mark.skipif(not _HAS_REJAX, reason='needs rejax')
+def test_segmented_ppo_resumes_bit_for_bit(tmp_path, monkeypatch):
+  # pylint: disable=g-import-not-at-top
+  import signal
+
+  from disco import checkpoint
+  from disco import interrupts
+  # pylint: enable=g-import-not-at-top
+
+  ppo_rejax = unseen_envs.load_ppo_module()
+  # 6 iterations, evaluations after 2, 4 and 6, checkpoints every 3.
+  monkeypatch.setattr(unseen_envs, 'PPO_CHECKPOINTS', 2)
+
+  def run(seeds=(0, 1), **kwargs):
+    return unseen_envs.run_ppo_segmented(
+        ppo_rejax, 'CartPole-v1', 6 * 32, seeds, 3, 4, _TINY_PPO, **kwargs
+    )
+
+  def interrupt_after_5(iteration):
+    if iteration == 5:
+      os.kill(os.getpid(), signal.SIGINT)
+
+  whole = run()
+  with pytest.raises(interrupts.Interrupted):
+    run(
+        checkpoint_dir=tmp_path,
+        handle_interrupts=True,
+        progress_fn=interrupt_after_5,
+    )
+  assert checkpoint.list_steps(tmp_path) == [3, 5]
+  resumed = run(checkpoint_dir=tmp_path)
+  for name in ('env_steps', 'returns', 'episode_lengths'):
+    assert resumed[name] == whole[name], name
+  assert resumed['env_steps'][0] == [64, 128, 192]
+  assert [
+      (p['started_at_iteration'], p['ended_at_iteration'], p['status'])
+      for p in resumed['pieces']
+  ] == [(0, 5, 'interrupted'), (5, 6, 'finished')]
+  assert resumed['wall_time_s'] == pytest.approx(
+      sum(p['wall_seconds'] for p in resumed['pieces'])
+  )
+  with pytest.raises(checkpoint.CheckpointMismatchError, match='another PPO'):
+    run(seeds=(0, 2), checkpoint_dir=tmp_path)
