@@ -104,6 +104,9 @@ def config_for(fields: dict[str, Any], env_steps: int, seed: int):
       eval_every=EVAL_EVERY,
       checkpoint_every=250,
       seed=seed,
+      # Time limits end episodes as terminations, as in the diagnosis's
+      # first runs (recorded before `truncation` existed) and the benchmark.
+      truncation='terminate',
       **fields,
   )
   return config.replace(num_steps=config.num_steps_for(env_steps))
