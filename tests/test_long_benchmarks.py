@@ -217,6 +217,8 @@ def test_diagnosis_variants_change_one_thing_from_the_base():
   assert table['ac_lr3e-3']['rule'] == 'actor_critic'
   config = diagnosis.config_for(base, 1_000_000, seed=2)
   assert config.num_steps == 3449 and config.seed == 2
+  # As its first runs were recorded (before `truncation` existed).
+  assert config.truncation == 'terminate'
 
 
 def test_learner_cost_ratios_compare_like_with_like():
