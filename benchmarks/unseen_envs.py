@@ -683,40 +683,48 @@ def run_ppo_segmented(
     )
     return ts.global_step, lengths.mean(), returns.mean()
 
+  identity = json.loads(
+      json.dumps(
+          dict(
+              kind=PPO_CHECKPOINT_KIND,
+              env=env,
+              seeds=[int(s) for s in seeds],
+              num_iterations=num_iterations,
+              evals=evals,
+              num_eval_episodes=int(num_eval_episodes),
+              settings=settings,
+          )
+      )
+  )
+  resume = (
+      checkpoint_dir is not None
+      and checkpoint.latest_step(checkpoint_dir) is not None
+  )
+  # Checked before compiling (a minute on Craftax); `load` verifies the rest.
+  if resume and (meta := checkpoint.read_metadata(checkpoint_dir)) != identity:
+    raise checkpoint.CheckpointMismatchError(
+        f'{checkpoint_dir} holds checkpoints of another PPO run (their'
+        f' settings: {meta}); delete it or use another output directory.'
+    )
+
   compile_start = time.perf_counter()
   train_fn = jax.jit(jax.vmap(lambda ts: algo.train(train_state=ts)[0]))
   train_fn = train_fn.lower(state).compile()
   eval_fn = jax.jit(jax.vmap(evaluate)).lower(state, keys).compile()
   compile_time = time.perf_counter() - compile_start
 
-  identity = dict(
-      kind=PPO_CHECKPOINT_KIND,
-      env=env,
-      seeds=[int(s) for s in seeds],
-      num_iterations=num_iterations,
-      evals=evals,
-      num_eval_episodes=int(num_eval_episodes),
-      settings=settings,
-  )
-  identity = json.loads(json.dumps(identity))
   points = []
   eval_key = jax.random.PRNGKey(0)
   done = dict(iteration=0, saved=-1)
   pieces = []
+  if resume:
+    ckpt = checkpoint.load(checkpoint_dir)
+    state = checkpoint.restore_tree(state, ckpt.arrays, 'state')
+    eval_key = jnp.asarray(ckpt.arrays['eval_key'])
+    points = _points_from_arrays(ckpt.arrays)
+    done.update(iteration=ckpt.step, saved=ckpt.step)
   if checkpoint_dir is not None:
     pieces_path = checkpoint_dir / PPO_PIECES_FILE
-    if checkpoint.latest_step(checkpoint_dir) is not None:
-      ckpt = checkpoint.load(checkpoint_dir)
-      if ckpt.metadata != identity:
-        raise checkpoint.CheckpointMismatchError(
-            f'{ckpt.path} is a checkpoint of another PPO run (its'
-            f' settings: {ckpt.metadata}); delete {checkpoint_dir} or use'
-            ' another output directory.'
-        )
-      state = checkpoint.restore_tree(state, ckpt.arrays, 'state')
-      eval_key = jnp.asarray(ckpt.arrays['eval_key'])
-      points = _points_from_arrays(ckpt.arrays)
-      done.update(iteration=ckpt.step, saved=ckpt.step)
     if pieces_path.is_file():
       saved = json.loads(pieces_path.read_text())
       if saved.get('settings') == identity:
