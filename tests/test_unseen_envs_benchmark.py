@@ -436,5 +436,7 @@ def test_segmented_ppo_resumes_bit_for_bit(tmp_path, monkeypatch):
   assert resumed['wall_time_s'] == pytest.approx(
       sum(p['wall_seconds'] for p in resumed['pieces'])
   )
-  with pytest.raises(checkpoint.CheckpointMismatchError, match='another PPO run'):
+  with pytest.raises(
+      checkpoint.CheckpointMismatchError, match='another PPO run'
+  ):
     run(seeds=(0, 2), checkpoint_dir=tmp_path)
