@@ -183,10 +183,19 @@ def report(out: pathlib.Path) -> None:
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
   fig, (ax_r, ax_h) = plt.subplots(1, 2, figsize=(12, 4.5))
-  for (name, seed), (x_e, y_e, x_h, y_h) in sorted(curves.items()):
-    label = f'{name} s{seed}'
-    (line,) = ax_r.plot(x_e, y_e, label=label)
-    ax_h.plot(x_h, y_h, color=line.get_color(), label=label)
+  # One colour per run (more runs than the default cycle's 10 colours);
+  # actor-critic dashed.
+  colors = plt.get_cmap('tab20').colors
+  for i, ((name, seed), (x_e, y_e, x_h, y_h)) in enumerate(
+      sorted(curves.items())
+  ):
+    style = dict(
+        label=f'{name} s{seed}',
+        color=colors[i % len(colors)],
+        ls='--' if name.startswith('ac_') else '-',
+    )
+    ax_r.plot(x_e, y_e, **style)
+    ax_h.plot(x_h, y_h, **style)
   ax_r.set(xlabel='learner updates', ylabel='evaluation return (16 episodes)')
   ax_h.set(xlabel='learner updates', ylabel='policy entropy (nats)')
   ax_h.axhline(math.log(3), color='grey', lw=0.5, ls=':')
