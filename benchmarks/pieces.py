@@ -49,6 +49,27 @@ def write_json(path: pathlib.Path, value: Any) -> None:
   files.write_json_atomic(path, value)
 
 
+def read_pieces(
+    path: pathlib.Path, settings: Mapping[str, Any]
+) -> list[dict[str, Any]] | None:
+  """The pieces recorded in `path`: [] if none, None if of other settings."""
+  if not path.is_file():
+    return []
+  saved = json.loads(path.read_text())
+  if normal_settings(saved.get('settings') or {}) != normal_settings(settings):
+    return None
+  return saved['pieces']
+
+
+def write_pieces(
+    path: pathlib.Path,
+    settings: Mapping[str, Any],
+    pieces: list[dict[str, Any]],
+) -> None:
+  """Records a run's `pieces` (one dict per call) under its `settings`."""
+  write_json(path, dict(settings=jsonable(settings), pieces=pieces))
+
+
 def child_result(script: str, flag: str, spec: Mapping[str, Any]) -> Any:
   """Runs `script flag <spec as JSON>` in a fresh Python process.
 
@@ -160,17 +181,12 @@ def run(
     return record
   ckpt_dir = out / CHECKPOINTS_DIR / name
   pieces_path = ckpt_dir / PIECES_FILE
-  pieces = []
-  if pieces_path.is_file():
-    saved = json.loads(pieces_path.read_text())
-    if normal_settings(saved.get('settings') or {}) != normal_settings(
-        settings
-    ):
-      raise PiecesError(
-          f'{ckpt_dir} holds checkpoints of other settings; delete it or'
-          ' use another --out'
-      )
-    pieces = saved['pieces']
+  pieces = read_pieces(pieces_path, settings)
+  if pieces is None:
+    raise PiecesError(
+        f'{ckpt_dir} holds checkpoints of other settings; delete it or'
+        ' use another --out'
+    )
   start_step = checkpoint.latest_step(ckpt_dir) or 0 if ckpt_dir.is_dir() else 0
   start = time.perf_counter()
   done = dict(step=start_step)
@@ -189,7 +205,7 @@ def run(
             finished=time.strftime('%Y-%m-%d %H:%M:%S'),
         )
     )
-    write_json(pieces_path, dict(settings=jsonable(settings), pieces=pieces))
+    write_pieces(pieces_path, settings, pieces)
 
   status = 'interrupted'
   with progress.ProgressBar(

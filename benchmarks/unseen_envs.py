@@ -135,13 +135,15 @@ from typing import Any
 import numpy as np
 
 from disco import checkpoint
-from disco import files
 from disco import metrics
 from disco import plotting
 from disco import progress
 from disco import runtime
 from disco import weights
 from disco.environments import registry
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import pieces as pieces_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _PROG = 'unseen_envs.py'
 
@@ -562,7 +564,6 @@ def _ppo_iteration_steps(ppo_rejax: ModuleType, env: str, overrides) -> int:
 PPO_CHECKPOINTS = 20
 PPO_KEEP_CHECKPOINTS = 2
 PPO_CHECKPOINT_KIND = 'ppo-segmented'
-PPO_PIECES_FILE = 'pieces.json'
 # `disco.checkpoint` stores an update rule's parameters; PPO has none.
 _NO_RULE_PARAMS = {'ppo': {'none': np.zeros((1,), np.float32)}}
 
@@ -724,11 +725,9 @@ def run_ppo_segmented(
     points = _points_from_arrays(ckpt.arrays)
     done.update(iteration=ckpt.step, saved=ckpt.step)
   if checkpoint_dir is not None:
-    pieces_path = checkpoint_dir / PPO_PIECES_FILE
-    if pieces_path.is_file():
-      saved = json.loads(pieces_path.read_text())
-      if saved.get('settings') == identity:
-        pieces = saved['pieces']
+    pieces_path = checkpoint_dir / pieces_lib.PIECES_FILE
+    # Of other settings: a fresh start (the checkpoints were checked above).
+    pieces = pieces_lib.read_pieces(pieces_path, identity) or []
   first = done['iteration']
 
   def save() -> pathlib.Path | None:
@@ -782,10 +781,7 @@ def run_ppo_segmented(
         )
     )
     if checkpoint_dir is not None:
-      checkpoint_dir.mkdir(parents=True, exist_ok=True)
-      files.write_json_atomic(
-          pieces_path, dict(settings=identity, pieces=pieces)
-      )
+      pieces_lib.write_pieces(pieces_path, identity, pieces)
   steps, lengths, returns = (np.stack(x, axis=1) for x in zip(*points))
   return {
       'env_id': env,
