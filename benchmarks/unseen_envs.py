@@ -684,17 +684,15 @@ def run_ppo_segmented(
     )
     return ts.global_step, lengths.mean(), returns.mean()
 
-  identity = json.loads(
-      json.dumps(
-          dict(
-              kind=PPO_CHECKPOINT_KIND,
-              env=env,
-              seeds=[int(s) for s in seeds],
-              num_iterations=num_iterations,
-              evals=evals,
-              num_eval_episodes=int(num_eval_episodes),
-              settings=settings,
-          )
+  identity = pieces_lib.jsonable(
+      dict(
+          kind=PPO_CHECKPOINT_KIND,
+          env=env,
+          seeds=[int(s) for s in seeds],
+          num_iterations=num_iterations,
+          evals=evals,
+          num_eval_episodes=int(num_eval_episodes),
+          settings=settings,
       )
   )
   resume = (
