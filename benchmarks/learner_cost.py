@@ -1,11 +1,13 @@
 """Learner updates per second per seed: agent sizes, precision, environments.
 
 For each environment, agent (`disco.train.AGENTS`), compute dtype and
-rule, trains one run of the trainer's `paper` preset (batches of 96
-trajectories of 29 steps; one learner update and one rollout of 10
-environments x 29 steps per iteration) for a few chunks and times the
-steady state: every chunk after the first learning one, which compiles.
-Each setting runs in a fresh process, so none inherits another's caches.
+rule, trains one run of a trainer preset (`--presets`; default `paper`:
+batches of 96 trajectories of 29 steps, one learner update and one rollout
+of 10 environments x 29 steps per iteration; `crafter` and `atari`: the
+paper's evaluation protocols, several updates per rollout) for a few chunks
+and times the steady state: every chunk after the first learning one, which
+compiles. Each setting runs in a fresh process, so none inherits another's
+caches. `--frame-stacks` overrides the preset's frame stacking.
 
   updates_per_s   learner updates per second of the run (all its seeds)
   per_seed        updates per second per seed (the run's rate x seeds)
@@ -16,6 +18,9 @@ Each setting runs in a fresh process, so none inherits another's caches.
 
   python benchmarks/learner_cost.py --out benchmarks/results/learner_cost.csv
   python benchmarks/learner_cost.py --envs catch --agents colab --rules disco
+  python benchmarks/learner_cost.py --presets crafter --frame-stacks 1 32 \
+      --envs craftax:Craftax-Classic-Symbolic-v1 --agents craftax \
+      craftax_frames --dtypes float32
 
 Needs gymnax (MinAtar) and craftax (Craftax-Classic) for those rows.
 """
@@ -47,6 +52,8 @@ ENV_AGENTS = {
 DTYPES = ('float32', 'bfloat16')
 RULES = ('disco', 'actor_critic')
 COLUMNS = (
+    'preset',
+    'frame_stack',
     'env',
     'agent',
     'compute_dtype',
@@ -66,17 +73,31 @@ def child(spec: dict) -> dict:
   """Times one setting in this process; returns its row."""
   from disco import train  # pylint: disable=g-import-not-at-top
 
+  changes = {}
+  if spec.get('frame_stack'):
+    changes['frame_stack'] = spec['frame_stack']
+    if spec['frame_stack'] == 1:
+      changes['agent_frame_embedding'] = 0
   config = train.preset(
-      'paper',
+      spec.get('preset', 'paper'),
       agent=spec['agent'],
       env=spec['env'],
       rule=spec['rule'],
       compute_dtype=spec['compute_dtype'],
       eval_every=0,
       steps_per_chunk=spec['chunk'],
+      **changes,
   )
   warmup = -(-config.learning_starts // config.num_envs) - 1
-  config = config.replace(num_steps=warmup + spec['chunks'] * spec['chunk'])
+  config = config.replace(
+      num_steps=warmup + spec['chunks'] * spec['chunk'],
+      # The buffer never fills while timed: hold only what the run makes.
+      buffer_capacity=min(
+          config.buffer_capacity,
+          (warmup + spec['chunks'] * spec['chunk'] + 1) * config.num_envs,
+      ),
+  )
+  updates = config.learner_steps_per_step
   points = []
   start = time.perf_counter()
   train.run_train(
@@ -86,18 +107,27 @@ def child(spec: dict) -> dict:
   )
   learned = [(s, t) for s, t in points if s > warmup]
   (s0, t0), (s1, t1) = learned[0], learned[-1]
-  rate = (s1 - s0) / (t1 - t0)
+  rate = (s1 - s0) / (t1 - t0)  # Iterations per second.
   return dict(
-      updates_per_s=rate,
-      per_seed=rate * spec['num_seeds'],
-      ms_per_update=1000.0 / (rate * spec['num_seeds']),
-      timed_updates=s1 - s0,
+      frame_stack=config.frame_stack,
+      updates_per_s=rate * updates,
+      per_seed=rate * updates * spec['num_seeds'],
+      ms_per_update=1000.0 / (rate * updates * spec['num_seeds']),
+      timed_updates=(s1 - s0) * updates,
       compile_s=round(t0 - start - (s0 - warmup) / rate, 1),
   )
 
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--presets', nargs='+', default=('paper',))
+  parser.add_argument(
+      '--frame-stacks',
+      nargs='+',
+      type=int,
+      default=(0,),
+      help="frames stacked (default 0: the preset's)",
+  )
   parser.add_argument('--envs', nargs='+', default=ENVS)
   parser.add_argument(
       '--agents', nargs='+', default=None, help='default: ENV_AGENTS'
@@ -120,37 +150,43 @@ def main(argv=None) -> int:
     return 0
   print(f'machine: {machine()}', flush=True)
   rows = []
-  for env in args.envs:
-    for agent in args.agents or ENV_AGENTS.get(env, ('colab',)):
-      for rule in args.rules:
-        dtypes = args.dtypes
-        if rule != 'disco' and not args.baseline_dtypes:
-          dtypes = [d for d in dtypes if d == 'float32']
-        for dtype in dtypes:
-          for num_seeds in args.num_seeds:
-            spec = dict(
-                env=env,
-                agent=agent,
-                rule=rule,
-                compute_dtype=dtype,
-                num_seeds=num_seeds,
-                chunk=args.chunk,
-                chunks=args.chunks,
-            )
-            timing = pieces.child_result(__file__, _CHILD, spec)
-            if timing is None:
-              continue
-            row = {k: v for k, v in spec.items() if k in COLUMNS} | timing
-            rows.append(row)
-            if args.out:  # Row by row: a stopped command keeps its rows.
-              write_csv(args.out, rows)
-            print(
-                f'{env:38} {agent:8} {dtype:9} {rule:13} x{num_seeds}:'
-                f' {row["per_seed"]:6.2f} updates/s per seed'
-                f' ({row["ms_per_update"]:5.0f} ms), compile'
-                f' {row["compile_s"]} s',
-                flush=True,
-            )
+  settings = [
+      (preset, frame_stack, env, agent, rule, dtype, num_seeds)
+      for preset in args.presets
+      for frame_stack in args.frame_stacks
+      for env in args.envs
+      for agent in args.agents or ENV_AGENTS.get(env, ('colab',))
+      for rule in args.rules
+      for dtype in args.dtypes
+      if rule == 'disco' or args.baseline_dtypes or dtype == 'float32'
+      for num_seeds in args.num_seeds
+  ]
+  for preset, frame_stack, env, agent, rule, dtype, num_seeds in settings:
+    spec = dict(
+        preset=preset,
+        frame_stack=frame_stack,
+        env=env,
+        agent=agent,
+        rule=rule,
+        compute_dtype=dtype,
+        num_seeds=num_seeds,
+        chunk=args.chunk,
+        chunks=args.chunks,
+    )
+    timing = pieces.child_result(__file__, _CHILD, spec)
+    if timing is None:
+      continue
+    row = {k: v for k, v in spec.items() if k in COLUMNS} | timing
+    rows.append(row)
+    if args.out:  # Row by row: a stopped command keeps its rows.
+      write_csv(args.out, rows)
+    print(
+        f'{preset:7} K={row["frame_stack"]:<3} {env:38} {agent:14}'
+        f' {dtype:9} {rule:13} x{num_seeds}: {row["per_seed"]:6.2f}'
+        f' updates/s per seed ({row["ms_per_update"]:5.0f} ms), compile'
+        f' {row["compile_s"]} s',
+        flush=True,
+    )
   if args.out:
     write_csv(args.out, rows)
   return 0
@@ -177,7 +213,13 @@ def _ratios(rows: list[dict]) -> None:
     return None
 
   for row in rows:
-    same = dict(env=row['env'], agent=row['agent'], num_seeds=row['num_seeds'])
+    same = dict(
+        preset=row.get('preset', 'paper'),
+        frame_stack=row.get('frame_stack'),
+        env=row['env'],
+        agent=row['agent'],
+        num_seeds=row['num_seeds'],
+    )
     f32 = find(**same, rule=row['rule'], compute_dtype='float32')
     ac = find(**same, rule='actor_critic', compute_dtype=row['compute_dtype'])
     row['vs_f32'] = row['per_seed'] / f32['per_seed'] if f32 else ''

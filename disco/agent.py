@@ -146,6 +146,7 @@ class Agent:
       agent_settings: config_dict.ConfigDict,
       batch_axis_name: str | None,
       taken_action_gradients: bool = False,
+      optimizer: optax.GradientTransformation | None = None,
   ):
     """Builds the update rule, the network and the optimizer.
 
@@ -162,6 +163,10 @@ class Agent:
         a CPU, more with more actions). Off by default: the reference
         differentiates every action, and the faithful loop reproduces its
         rounding.
+      optimizer: the agent's optimiser; None builds the reference's from
+        `learning_rate` and `max_abs_update` of the settings (an addition:
+        the paper's evaluation protocols schedule the step and decay the
+        weights, `disco.schedules`).
 
     Raises:
       TypeError, ValueError: unsupported action spec, unknown update rule
@@ -192,7 +197,7 @@ class Agent:
         model_out_spec=self.update_rule.model_output_spec(single_action_spec),
         **agent_settings.net_settings.net_args,
     )
-    self._optimizer = optimizers.get_agent_optimizer(
+    self._optimizer = optimizer or optimizers.get_agent_optimizer(
         learning_rate=agent_settings.learning_rate,
         max_abs_update=agent_settings.max_abs_update,
     )

@@ -21,6 +21,9 @@ from disco import agent as agent_lib
 from disco import configs
 from disco import devices as devices_lib
 from disco import files
+from disco import frame_nets
+from disco import frame_stack
+from disco import schedules
 from disco import truncation
 from disco import types
 from disco import utils
@@ -62,7 +65,18 @@ def make_agent_settings(config: EvalConfig) -> config_dict.ConfigDict:
   As in the reference colab, the rule's settings get the colab's MLP agent
   network and learning rate, whatever the rule.
   """
-  return configs.agent_settings(_SETTINGS_FNS[config.rule](), config)
+  settings = configs.agent_settings(_SETTINGS_FNS[config.rule](), config)
+  # The trainer's protocol fields (`TrainConfig`); other configs keep the
+  # reference's values.
+  settings.hyper_params.discount_factor = getattr(
+      config, 'discount', settings.hyper_params.discount_factor
+  )
+  settings.max_abs_update = getattr(
+      config, 'agent_max_abs_update', settings.max_abs_update
+  )
+  if getattr(config, 'agent_frame_embedding', 0):
+    frame_nets.use_frame_network(settings, config.agent_frame_embedding)
+  return settings
 
 
 def make_value_function(
@@ -134,13 +148,19 @@ class Setup:
     return dataclasses.replace(self, config=config, env=env)
 
 
-def _make_env(config: EvalConfig) -> base_env.Environment:
-  return registry.make_environment(
+def make_env(config: EvalConfig, batch_size: int) -> base_env.Environment:
+  """`config.env` for `batch_size` environments, frames stacked if asked."""
+  env = registry.make_environment(
       config.env,
-      batch_size=config.num_envs,
+      batch_size=batch_size,
       seed=config.seed,
       settings=dict(config.env_settings),
   )
+  return frame_stack.stack_frames(env, getattr(config, 'frame_stack', 1))
+
+
+def _make_env(config: EvalConfig) -> base_env.Environment:
+  return make_env(config, config.num_envs)
 
 
 def build(
@@ -166,6 +186,11 @@ def build(
       single_action_spec=env.single_action_spec(),
       batch_axis_name=devices_lib.AXIS_NAME,
       taken_action_gradients=taken_action_gradients,
+      optimizer=(
+          schedules.config_optimizer(config)
+          if hasattr(config, 'agent_lr_schedule')
+          else None
+      ),
   )
   what = 'The update-rule parameters'
   if update_rule_params is None:

@@ -78,7 +78,7 @@ def test_bad_settings_are_named(changes, message):
   with pytest.raises(configs.ConfigError, match=message):
     train.TrainConfig(**changes)
   with pytest.raises(configs.ConfigError, match='Unknown preset'):
-    train.preset('atari')
+    train.preset('nonsense')
 
 
 def test_replayed_positions_are_uniform_over_the_filled_rows():

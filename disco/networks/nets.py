@@ -19,13 +19,22 @@ from disco import types
 from disco.networks import action_models
 
 _NETWORKS = ('mlp',)
+# Networks added around the reference's (`register_network`).
+_ADDED_NETWORKS: dict[str, type['MLPHeadNet']] = {}
+
+
+def register_network(name: str, network_class: type['MLPHeadNet']) -> None:
+  """Makes `get_network(name, ...)` build `network_class` (an addition)."""
+  if name in _NETWORKS:
+    raise ValueError(f'{name!r} is one of the reference networks.')
+  _ADDED_NETWORKS[name] = network_class
 
 
 def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
   """Builds the agent network `name` and returns its transformed functions.
 
   Args:
-    name: the network's name; only 'mlp' exists.
+    name: the network's name: 'mlp', or one given to `register_network`.
     *args: positional arguments of the network class.
     **kwargs: keyword arguments of the network class.
 
@@ -36,16 +45,18 @@ def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
   Raises:
     ValueError: for an unknown network name.
   """
-  if name not in _NETWORKS:
+  if name not in _NETWORKS and name not in _ADDED_NETWORKS:
     raise ValueError(
-        f'Unknown network: {name!r}; available networks: {list(_NETWORKS)}.'
+        f'Unknown network: {name!r}; available networks:'
+        f' {list(_NETWORKS) + sorted(_ADDED_NETWORKS)}.'
     )
+  network_class = _ADDED_NETWORKS.get(name, MLP)
 
   def _one_step(*call_args, **call_kwargs):
-    return MLP(*args, **kwargs)(*call_args, **call_kwargs)
+    return network_class(*args, **kwargs)(*call_args, **call_kwargs)
 
   def _unroll(*call_args, **call_kwargs):
-    return MLP(*args, **kwargs).unroll(*call_args, **call_kwargs)
+    return network_class(*args, **kwargs).unroll(*call_args, **call_kwargs)
 
   init_fn, one_step_fn = hk.without_apply_rng(
       hk.transform_with_state(_one_step)

@@ -6,10 +6,13 @@
   disco-train --out-dir runs/breakout --resume       # after Ctrl-C, SIGTERM
   disco-train --env catch --logger csv tensorboard   # also TensorBoard
   disco-train --rule actor_critic --env catch        # a baseline
+  disco-train --preset crafter --agent craftax_frames \
+      --env craftax:Craftax-Classic-Symbolic-v1      # the paper's protocol
 
 Every `TrainConfig` field is a flag; `--preset` picks the defaults the
 flags change ('colab': the reference colab's; 'paper': the paper's batch
-composition with Disco103's step size). `--out-dir` receives
+composition with Disco103's step size; 'crafter' and 'atari': the paper's
+evaluation protocols, its Extended Data Table 6). `--out-dir` receives
 `config.json`, `log.csv` (one row per seed and chunk, streamed),
 `checkpoints/step_<n>/`, the agents' final `agent_params_seed<s>.npz` and
 `returns.png` (training and evaluation returns against environment steps);

@@ -5,10 +5,13 @@ Details and rationale: `docs/modules.md`.
 
 from collections.abc import Mapping
 import dataclasses
+import fractions
+import math
 from typing import Any, ClassVar
 
 from disco import configs
 from disco import precision
+from disco import schedules
 from disco import truncation as truncation_lib
 from disco.environments import registry
 from disco.eval.config import DISCO
@@ -18,6 +21,10 @@ COLAB = 'colab'
 PAPER = 'paper'
 MINATAR = 'minatar'
 CRAFTAX = 'craftax'
+CRAFTAX_FRAMES = 'craftax_frames'
+# The paper's evaluation protocols (its Extended Data Table 6).
+CRAFTER = 'crafter'
+ATARI = 'atari'
 
 # Fields that may change when a run resumes: they decide how long it runs,
 # how often it checkpoints and how it is cut into calls, never what an
@@ -63,20 +70,50 @@ class TrainConfig(
     rollout_len: timesteps per rollout (and per trajectory).
     learner_batch_size: trajectories per learner step (over all devices).
     replay_fraction: the share of each learner batch drawn from the replay
-      buffer (rounded to whole trajectories); the rest are fresh
-      trajectories of the newest rollout. With fresh trajectories,
-      `num_envs` must be a multiple of their number and each rollout is
-      cut into that many learner batches' fresh parts.
+      buffer (rounded to whole trajectories unless `spread_fresh`); the
+      rest are fresh trajectories of the newest rollout. With fresh
+      trajectories, `num_envs` must be a multiple of their number and each
+      rollout is cut into that many learner batches' fresh parts.
+    spread_fresh: take `replay_fraction` as the paper's replay ratio,
+      fractions of a trajectory allowed: a learner step gets
+      `learner_batch_size * (1 - replay_fraction)` fresh trajectories on
+      average, each rollout's spread evenly over `num_envs / that` learner
+      steps (which must be whole), e.g. one every 25 / 6 steps at 0.99 and
+      24. One device per seed.
     buffer_capacity: the most trajectories the replay buffer holds (a
       multiple of `num_envs`).
     learning_starts: trajectories the buffer must hold before the first
       learner step (the iterations before only act).
+    discount: the agent's discount (the update rule's `discount_factor`).
+    frame_stack: observations the agent sees at once: each is the newest
+      frames of its episode, zeros before its start (1: no stacking). The
+      replay buffer keeps each frame once and stacks where it reads.
     seed: seed of the run (its seeds are `seed`, `seed + 1`, ...).
     agent_dense: hidden sizes of the agent network's MLP torso.
     agent_lstm_size: hidden size of the agent's action-model LSTM.
     agent_head_mlp_hiddens: hidden sizes of the action model's output heads.
     agent_head_w_init_std: std of the truncated-normal init of the heads.
-    agent_learning_rate: the agent optimiser's step size.
+    agent_frame_embedding: with `frame_stack`, the width of a linear+ReLU
+      embedding shared by the stacked frames, ahead of the MLP torso (0:
+      the torso reads the stacked frames flat).
+    agent_learning_rate: the agent optimiser's step size (the peak of a
+      schedule).
+    agent_lr_schedule: 'constant', or 'warmup_cosine': linear from 0 over
+      `agent_lr_warmup_env_steps`, then a cosine to
+      `agent_learning_rate_end` at `agent_lr_decay_env_steps`.
+    agent_learning_rate_end: the step size a 'warmup_cosine' schedule ends
+      at.
+    agent_lr_warmup_env_steps: environment steps of the warmup.
+    agent_lr_decay_env_steps: environment steps at which the schedule
+      reaches its end (warmup included); 0 sets it to the run's budget
+      (`num_steps` iterations) when the config is made.
+    agent_lr_fit_budget: scale a schedule longer than the run's budget to
+      it (warmup and decay by budget / `agent_lr_decay_env_steps`), when
+      the config is made: the paper's schedules span its long runs.
+    agent_weight_decay: decoupled weight decay (AdamW's): each step also
+      subtracts step size x decay x parameter, after the Adam update is
+      clipped.
+    agent_max_abs_update: element-wise bound on the Adam-normalised update.
     compute_dtype: 'float32', or 'bfloat16' for mixed precision (matrix
       products in bfloat16; parameters, optimiser state, activations
       between layers and losses in float32; see `disco.precision`).
@@ -125,13 +162,24 @@ class TrainConfig(
   rollout_len: int = 29
   learner_batch_size: int = 64
   replay_fraction: float = 1.0
+  spread_fresh: bool = False
   buffer_capacity: int = 1024
   learning_starts: int = 64
+  discount: float = schedules.DISCOUNT
+  frame_stack: int = 1
   # Randomness.
   seed: int = 0
   # Agent: the colab's MLP agent (`configs.AgentFields`), and how it
   # computes. The policy-gradient baseline's value function:
   # `configs.ValueFnFields`.
+  agent_frame_embedding: int = 0
+  agent_lr_schedule: str = schedules.CONSTANT
+  agent_learning_rate_end: float = 0.0
+  agent_lr_warmup_env_steps: int = 0
+  agent_lr_decay_env_steps: int = 0
+  agent_lr_fit_budget: bool = False
+  agent_weight_decay: float = 0.0
+  agent_max_abs_update: float = schedules.MAX_ABS_UPDATE
   compute_dtype: str = precision.FLOAT32
   taken_action_gradients: bool = True
   # Evaluation.
@@ -171,12 +219,23 @@ class TrainConfig(
             'eval_max_steps',
             'steps_per_chunk',
             'keep_checkpoints',
+            'frame_stack',
         ),
         minimum=1,
     )
     configs.check_ints(
-        self, ('seed', 'eval_every', 'checkpoint_every'), minimum=0
+        self,
+        (
+            'seed',
+            'eval_every',
+            'checkpoint_every',
+            'agent_frame_embedding',
+            'agent_lr_warmup_env_steps',
+            'agent_lr_decay_env_steps',
+        ),
+        minimum=0,
     )
+    configs.check_bools(self, ('spread_fresh', 'agent_lr_fit_budget'))
     check(
         self.rollout_len >= 2,
         'rollout_len must be >= 2 (a learner needs a transition), got'
@@ -186,13 +245,25 @@ class TrainConfig(
         0.0 <= self.replay_fraction <= 1.0,
         f'replay_fraction must lie in [0, 1], got {self.replay_fraction}.',
     )
-    fresh = self.fresh_per_batch
-    check(
-        fresh == 0 or self.num_envs % fresh == 0,
-        f'num_envs ({self.num_envs}) must be a multiple of the fresh'
-        f' trajectories per learner batch ({fresh} = learner_batch_size'
-        f' {self.learner_batch_size} - replayed {self.replay_per_batch}).',
-    )
+    if self.spread_fresh:
+      fresh = self.fresh_per_update
+      steps = self.num_envs / fresh if fresh else 1
+      check(
+          fresh == 0 or steps.denominator == 1,
+          f'num_envs ({self.num_envs}) over the fresh trajectories per'
+          f' learner step ({fresh} = learner_batch_size'
+          f' {self.learner_batch_size} x (1 - replay_fraction'
+          f' {self.replay_fraction})) must be whole, got {steps}: take'
+          f' num_envs a multiple of {fresh.numerator}.',
+      )
+    else:
+      fresh = self.fresh_per_batch
+      check(
+          fresh == 0 or self.num_envs % fresh == 0,
+          f'num_envs ({self.num_envs}) must be a multiple of the fresh'
+          f' trajectories per learner batch ({fresh} = learner_batch_size'
+          f' {self.learner_batch_size} - replayed {self.replay_per_batch}).',
+      )
     check(
         self.buffer_capacity % self.num_envs == 0,
         f'buffer_capacity ({self.buffer_capacity}) must be a multiple of'
@@ -212,15 +283,59 @@ class TrainConfig(
         self.max_devices is None or self.max_devices >= 1,
         f'max_devices must be >= 1, got {self.max_devices}.',
     )
-    configs.check_positive(self, configs.LEARNING_RATES)
+    configs.check_positive(
+        self, (*configs.LEARNING_RATES, 'agent_max_abs_update')
+    )
+    configs.check_non_negative(
+        self, ('agent_learning_rate_end', 'agent_weight_decay')
+    )
+    configs.check_fractions(self, ('discount',))
+    check(
+        self.agent_lr_schedule in schedules.SCHEDULES,
+        f'Unknown agent_lr_schedule {self.agent_lr_schedule!r}; choose one'
+        f' of {", ".join(schedules.SCHEDULES)}.',
+    )
+    check(
+        self.agent_frame_embedding == 0 or self.frame_stack > 1,
+        'agent_frame_embedding embeds stacked frames: it needs frame_stack'
+        f' > 1, got {self.frame_stack}.',
+    )
+    if self.agent_lr_schedule == schedules.WARMUP_COSINE:
+      budget = self.num_steps * self.env_steps_per_step
+      decay = self.agent_lr_decay_env_steps
+      if not decay:
+        object.__setattr__(self, 'agent_lr_decay_env_steps', budget)
+      elif self.agent_lr_fit_budget and decay > budget:
+        warmup = round(self.agent_lr_warmup_env_steps * budget / decay)
+        object.__setattr__(self, 'agent_lr_warmup_env_steps', warmup)
+        object.__setattr__(self, 'agent_lr_decay_env_steps', budget)
+      check(
+          self.agent_lr_warmup_env_steps <= self.agent_lr_decay_env_steps,
+          'agent_lr_warmup_env_steps'
+          f' ({self.agent_lr_warmup_env_steps}) must be at most'
+          f' agent_lr_decay_env_steps ({self.agent_lr_decay_env_steps}).',
+      )
     configs.set_sorted_settings(self)
     configs.set_network_sizes(self)
 
   @property
+  def fresh_per_update(self) -> fractions.Fraction:
+    """Fresh trajectories per learner step: a whole number unless spread."""
+    if not self.spread_fresh:
+      return fractions.Fraction(self.fresh_per_batch)
+    ratio = fractions.Fraction(self.replay_fraction).limit_denominator(10**6)
+    return self.learner_batch_size * (1 - ratio)
+
+  @property
   def learner_steps_per_step(self) -> int:
     """Learner steps per iteration: one per fresh part of the rollout."""
-    fresh = self.fresh_per_batch
-    return self.num_envs // fresh if fresh else 1
+    fresh = self.fresh_per_update
+    return int(self.num_envs / fresh) if fresh else 1
+
+  @property
+  def env_steps_per_update(self) -> float:
+    """Environment steps per learner step (the schedules' clock)."""
+    return self.env_steps_per_step / self.learner_steps_per_step
 
   @property
   def env_steps_per_step(self) -> int:
@@ -230,6 +345,81 @@ class TrainConfig(
   def num_steps_for(self, env_steps: int) -> int:
     """The iterations that take at least `env_steps` environment steps."""
     return max(1, -(-int(env_steps) // self.env_steps_per_step))
+
+
+def _trajectories(env_steps: int, rollout_len: int, num_envs: int) -> int:
+  """Trajectories holding `env_steps` steps, up to a multiple of num_envs."""
+  return math.ceil(env_steps / rollout_len / num_envs) * num_envs
+
+
+# The paper's evaluation agents (Extended Data Table 6), field by field:
+# `test_train_protocols.py` holds the presets to it. Its replay buffer sizes
+# are read as environment steps (docs/training.md says why) and held as
+# whole rollouts of every environment; `num_envs` is ours: the table gives
+# none, and it must make `num_envs / fresh trajectories per update` whole.
+PAPER_PROTOCOLS: Mapping[str, Mapping[str, Any]] = {
+    CRAFTER: dict(
+        learning_rate=3e-4,
+        learning_rate_end=3e-4,
+        schedule=schedules.CONSTANT,
+        warmup_env_steps=0,
+        weight_decay=0.3,
+        max_abs_update=1.0,
+        discount=0.997,
+        frame_stack=32,
+        batch_size=24,
+        rollout_len=29,
+        replay_ratio=0.99,
+        buffer_env_steps=400_000,
+        env_steps=50_000_000,
+    ),
+    ATARI: dict(
+        learning_rate=3e-4,
+        learning_rate_end=0.0,
+        schedule=schedules.WARMUP_COSINE,
+        warmup_env_steps=5_000_000,
+        weight_decay=0.1,
+        max_abs_update=1.0,
+        discount=0.997,
+        frame_stack=4,
+        batch_size=96,
+        rollout_len=29,
+        replay_ratio=0.95,
+        buffer_env_steps=1_760_000,
+        env_steps=200_000_000,
+    ),
+}
+# Environments per iteration: the fewest that make the learner steps whole.
+PROTOCOL_NUM_ENVS = {CRAFTER: 6, ATARI: 24}
+
+
+def _protocol_preset(name: str) -> dict[str, Any]:
+  table, num_envs = PAPER_PROTOCOLS[name], PROTOCOL_NUM_ENVS[name]
+  return dict(
+      num_envs=num_envs,
+      rollout_len=table['rollout_len'],
+      learner_batch_size=table['batch_size'],
+      replay_fraction=table['replay_ratio'],
+      spread_fresh=True,
+      buffer_capacity=_trajectories(
+          table['buffer_env_steps'], table['rollout_len'], num_envs
+      ),
+      learning_starts=table['batch_size'],
+      discount=table['discount'],
+      frame_stack=table['frame_stack'],
+      agent_learning_rate=table['learning_rate'],
+      agent_lr_schedule=table['schedule'],
+      agent_learning_rate_end=table['learning_rate_end'],
+      agent_lr_warmup_env_steps=table['warmup_env_steps'],
+      agent_lr_decay_env_steps=(
+          table['env_steps']
+          if table['schedule'] == schedules.WARMUP_COSINE
+          else 0
+      ),
+      agent_lr_fit_budget=table['schedule'] == schedules.WARMUP_COSINE,
+      agent_weight_decay=table['weight_decay'],
+      agent_max_abs_update=table['max_abs_update'],
+  )
 
 
 PRESETS: Mapping[str, Mapping[str, Any]] = {
@@ -242,6 +432,8 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
         learning_starts=96,
         agent_learning_rate=3e-4,
     ),
+    CRAFTER: _protocol_preset(CRAFTER),
+    ATARI: _protocol_preset(ATARI),
 }
 
 
@@ -260,6 +452,14 @@ AGENTS: Mapping[str, Mapping[str, Any]] = {
         agent_dense=(512, 512),
         agent_lstm_size=64,
         agent_head_mlp_hiddens=(64,),
+    ),
+    # For stacked Craftax frames (`frame_stack` > 1): each frame embedded
+    # by one shared layer, then the `craftax` torso over the embeddings.
+    CRAFTAX_FRAMES: dict(
+        agent_dense=(512, 512),
+        agent_lstm_size=64,
+        agent_head_mlp_hiddens=(64,),
+        agent_frame_embedding=64,
     ),
 }
 

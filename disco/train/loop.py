@@ -28,7 +28,6 @@ from disco import progress
 from disco import run_checkpoints
 from disco import runtime
 from disco import types
-from disco.environments import registry
 from disco.train import program
 from disco.train import rows as rows_lib
 from disco.train.config import AGENTS
@@ -102,6 +101,10 @@ def select_devices(config: TrainConfig) -> tuple[jax.Device, ...]:
   """
   available = jax.devices()
   limit = min(len(available), config.max_devices or len(available))
+  if config.spread_fresh:
+    # A spread rollout's trajectories go to learner steps in turn, which one
+    # device per seed keeps simple.
+    limit = 1
   sizes = (
       config.num_envs,
       config.fresh_per_batch,
@@ -140,11 +143,7 @@ class Trainer:
         taken_action_gradients=config.taken_action_gradients,
     )
     self.setup = dataclasses.replace(setup, devices=select_devices(config))
-    self.eval_env = registry.make_environment(
-        config.env,
-        batch_size=config.eval_envs,
-        settings=dict(config.env_settings),
-    )
+    self.eval_env = learner.make_env(config, config.eval_envs)
     self._batched = len(self.seeds) > 1
     init, self._chunk_fn, evaluate = program.per_device_fns(
         config, self.setup, self.eval_env

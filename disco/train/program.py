@@ -8,6 +8,7 @@ devices compute what one does, up to float rounding.
 
 from collections.abc import Callable
 import functools
+import math
 from typing import Any
 
 import chex
@@ -15,10 +16,12 @@ import dm_env
 import haiku as hk
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from disco import acting
 from disco import agent as agent_lib
 from disco import devices as devices_lib
+from disco import frame_stack
 from disco import learner
 from disco import precision
 from disco import replay as replay_lib
@@ -94,6 +97,20 @@ def _gather_replayed(
   return jax.tree.map(_gather, state.storage)
 
 
+def spread_fresh_slots(num_envs: int, num_steps: int) -> np.ndarray:
+  """[K, S] the rollout trajectory each learner step's fresh slot s takes.
+
+  Trajectory j goes to step floor(j K / N), so N trajectories spread evenly
+  over K steps, each getting floor or ceil of N / K; -1 marks a slot left
+  to a replayed trajectory. S = ceil(N / K).
+  """
+  steps = np.arange(num_envs) * num_steps // num_envs
+  slots = np.full((num_steps, math.ceil(num_envs / num_steps)), -1, np.int32)
+  for j, k in enumerate(steps):
+    slots[k, np.argmin(slots[k] >= 0)] = j
+  return slots
+
+
 def per_device_fns(
     config: TrainConfig, setup: learner.Setup, eval_env: base_env.Environment
 ) -> tuple[Callable[..., Any], ...]:
@@ -106,6 +123,16 @@ def per_device_fns(
   replayed = config.replay_per_batch
   num_learner_steps = config.learner_steps_per_step
   learn_fn = learner.make_learn_fn(setup)
+  stacked = config.frame_stack > 1
+  pack = frame_stack.pack if stacked else lambda rollout: rollout
+  unpack = frame_stack.unpack if stacked else lambda rollout: rollout
+  if config.spread_fresh:
+    if num_devices != 1:
+      raise ValueError('spread_fresh runs on one device per seed.')
+    # [K, S] fresh slots; the first `whole` of each step's are always taken.
+    slots = spread_fresh_slots(num_envs, num_learner_steps)
+    whole = int(np.min(np.sum(slots >= 0, axis=1)))
+    replayed = config.learner_batch_size - whole
 
   def actor_step(
       params: hk.Params, key: chex.PRNGKey, timestep: Any, state: Any
@@ -143,7 +170,7 @@ def per_device_fns(
         timestep=timestep,
         episode_returns=jnp.zeros((num_local,), jnp.float32),
         replay=replay_lib.init_replay_state(
-            acting.trim_agent_outs(example),
+            jax.eval_shape(pack, acting.trim_agent_outs(example)),
             config.buffer_capacity // num_devices,
         ),
         rng=loop_key,
@@ -157,28 +184,63 @@ def per_device_fns(
       key: chex.PRNGKey,
   ) -> tuple[Any, Any, dict[str, jax.Array]]:
     """The iteration's learner steps, each on its fresh part + replay."""
-    # [T, N / D, ...] -> [T, N / (D K), K, ...]: step k takes [:, :, k].
-    grouped = jax.tree.map(
-        lambda x: x.reshape(
-            x.shape[:1] + (-1, num_learner_steps) + x.shape[2:]
-        ),
-        rollout,
-    )
+    if not config.spread_fresh:
+      # [T, N / D, ...] -> [T, N / (D K), K, ...]: step k takes [:, :, k].
+      grouped = jax.tree.map(
+          lambda x: x.reshape(
+              x.shape[:1] + (-1, num_learner_steps) + x.shape[2:]
+          ),
+          rollout,
+      )
 
-    def step(carry: tuple[Any, Any], k: chex.Array) -> tuple[Any, Any]:
-      learner_state, value_state = carry
-      step_key = jax.random.fold_in(key, k)
-      sample_key, learner_key = jax.random.split(step_key)
+    def batch_of(k: chex.Array, sample_key: chex.PRNGKey) -> Any:
+      """Step k's batch: its fresh part, then replayed trajectories."""
+      if config.spread_fresh:
+        return spread_batch_of(k, sample_key)
       parts = []
       if fresh:
         parts.append(jax.tree.map(lambda x: x[:, :, k], grouped))
       if replayed:
         parts.append(
-            _gather_replayed(
-                replay, sample_key, replayed, num_envs, num_devices
+            unpack(
+                _gather_replayed(
+                    replay, sample_key, replayed, num_envs, num_devices
+                )
             )
         )
-      batch = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *parts)
+      return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *parts)
+
+    def spread_batch_of(k: chex.Array, sample_key: chex.PRNGKey) -> Any:
+      """Step k's spread batch: fresh slots, a replayed one where empty."""
+      draws = unpack(
+          _gather_replayed(replay, sample_key, replayed, num_envs, 1)
+      )
+      if not slots.shape[1]:
+        return draws
+      mine = jnp.asarray(slots)[k]  # [S]
+      picked = jax.tree.map(
+          lambda x: jnp.take(x, jnp.maximum(mine, 0), axis=1), rollout
+      )
+      # Slots past `whole` take the next draws where they are empty; the
+      # draws they displace are not used.
+      extra = slots.shape[1] - whole
+
+      def merge(fresh_x: chex.Array, draw_x: chex.Array) -> chex.Array:
+        taken = (mine >= 0).reshape((1, -1) + (1,) * (fresh_x.ndim - 2))
+        head = jnp.where(
+            taken[:, whole:], fresh_x[:, whole:], draw_x[:, :extra]
+        )
+        return jnp.concatenate(
+            [fresh_x[:, :whole], head, draw_x[:, extra:]], axis=1
+        )
+
+      return jax.tree.map(merge, picked, draws)
+
+    def step(carry: tuple[Any, Any], k: chex.Array) -> tuple[Any, Any]:
+      learner_state, value_state = carry
+      step_key = jax.random.fold_in(key, k)
+      sample_key, learner_key = jax.random.split(step_key)
+      batch = batch_of(k, sample_key)
       learner_state, value_state, logs = learn_fn(
           learner_key,
           batch,
@@ -213,7 +275,7 @@ def per_device_fns(
     )
     total, count = acting.episode_statistics(returns, rollout.discounts)
     rollout = acting.trim_agent_outs(rollout)
-    replay = replay_lib.add_to_replay(state.replay, rollout)
+    replay = replay_lib.add_to_replay(state.replay, pack(rollout))
     outputs = dict(
         total_return=jax.lax.psum(total.astype(jnp.float32), _AXIS),
         num_episodes=jax.lax.psum(count.astype(jnp.float32), _AXIS),

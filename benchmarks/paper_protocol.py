@@ -1,0 +1,335 @@
+"""Disco103 under the paper's evaluation protocol, beside its baselines.
+
+The paper evaluates Disco103 with other agent settings than it meta-trains
+with (its Extended Data Table 6): on Crafter batches of 24 trajectories,
+99% of them replayed (about 7 fresh environment steps per learner update,
+40 times the updates per step of `disco103_vs_baselines.py`), 32 stacked
+frames and weight decay 0.3; on Atari batches of 96, 95% replayed, 4
+frames, a warmup-cosine step. One command per environment trains, at equal
+environment steps per seed:
+
+* disco: Disco103 with the trainer's `crafter` preset on Craftax-Classic
+  (agent `craftax_frames`: a frame embedding shared by the 32 frames) or
+  its `atari` preset on a MinAtar game (agent `minatar`; the schedule
+  scaled to the budget);
+* actor_critic: our actor-critic with the same preset and agent;
+* ppo: rejax's PPO with rejax's settings (`ppo_rejax.py`), the same
+  environment steps.
+
+Differences from the paper's runs: Craftax-Classic's symbolic
+observations, not Crafter's pixels; a shorter budget; time limits as
+terminations (as in `disco103_vs_baselines.py`, the reference's treatment);
+a replay buffer allocated to what the run makes when that is less than the
+preset's (the same samples: a buffer that never fills draws as a larger
+one, `tests/test_train_protocols.py`). docs/benchmarks.md lists them all.
+
+Each seed of ours is one run in pieces (`pieces.py`), resumed from its
+checkpoint by running the command again. `--report` writes, from the runs
+in `--out`, results.csv, summary.csv, curves.csv and curves.png as
+`disco103_vs_baselines.py` does, and comparison.csv: this protocol's IQM
+beside Disco103's and the baselines' with the old settings at the
+evaluation points of `benchmarks/results/disco103_vs_baselines/` around
+the same steps, and the paper's Crafter row (Extended Data Table 5).
+
+  python benchmarks/paper_protocol.py --out runs/protocol \\
+      --env craftax:Craftax-Classic-Symbolic-v1 --algos disco --seeds 0
+  python benchmarks/paper_protocol.py --out runs/protocol --report \\
+      --include-partial
+
+Needs craftax (Craftax), gymnax (MinAtar) and matplotlib; rejax for ppo.
+"""
+
+import argparse
+import csv
+import pathlib
+import sys
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import disco103_vs_baselines as old
+import pieces
+
+from disco import metrics
+
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+CRAFTAX = old.CRAFTAX
+ALGOS = old.ALGOS
+SEEDS = old.SEEDS
+# Per environment family: the protocol, the agent and the default budget.
+CRAFTAX_ENV_STEPS = 100_000
+MINATAR_ENV_STEPS = 1_452_610  # The old runs' budget per seed.
+EVALUATIONS = 8  # Evaluations over a run, besides the first.
+CHECKPOINT_ITERATIONS = 40
+STEPS_PER_CHUNK = 4
+OLD_RESULTS = (
+    pathlib.Path(__file__).resolve().parent
+    / 'results'
+    / 'disco103_vs_baselines'
+    / 'curves.csv'
+)
+# Extended Data Table 5: Crafter, average return at 1M environment steps.
+PAPER_CRAFTER_1M = {
+    'random': 2.10,
+    'PPO': 4.20,
+    'Rainbow': 5.00,
+    'Disco103': 6.59,
+    'Disco57': 7.58,
+    'DreamerV3': 11.70,
+    'human': 14.30,
+}
+
+
+def protocol_for(env: str) -> str:
+  return 'crafter' if env.startswith('craftax:') else 'atari'
+
+
+def agent_for(env: str) -> str:
+  return 'craftax_frames' if env.startswith('craftax:') else 'minatar'
+
+
+def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
+  """The protocol's preset for one seed of `rule` on `env`."""
+  from disco import train  # pylint: disable=g-import-not-at-top
+
+  changes = {}
+  if args.frame_stack is not None:
+    changes['frame_stack'] = args.frame_stack
+    if args.frame_stack == 1:
+      changes['agent_frame_embedding'] = 0
+  env_steps = args.env_steps or (
+      CRAFTAX_ENV_STEPS if env.startswith('craftax:') else MINATAR_ENV_STEPS
+  )
+  probe = train.preset(protocol_for(env), **changes)
+  num_steps = probe.num_steps_for(env_steps)
+  config = train.preset(
+      protocol_for(env),
+      agent=args.agent or agent_for(env),
+      env=env,
+      rule=rule,
+      seed=seed,
+      num_steps=num_steps,
+      eval_envs=old.EVAL_ENVS,
+      eval_max_steps=old.EVAL_MAX_STEPS.get(env, 1000),
+      eval_every=max(1, num_steps // EVALUATIONS),
+      steps_per_chunk=STEPS_PER_CHUNK,
+      checkpoint_every=CHECKPOINT_ITERATIONS,
+      truncation='terminate',
+      **changes,
+  )
+  # A buffer the run never fills samples as the preset's larger one.
+  made = (num_steps + 1) * config.num_envs
+  if made < config.buffer_capacity:
+    config = config.replace(buffer_capacity=made)
+  return config
+
+
+def run_name(env: str, algo: str, seeds: tuple[int, ...], agent=None) -> str:
+  name = old.run_name(env, algo, seeds)
+  if agent is not None and agent != agent_for(env):
+    name = name.replace(f'__{algo}', f'__{algo}__{agent}')
+  return name
+
+
+def run_env(args: argparse.Namespace) -> None:
+  env = args.env
+  groups = [args.seeds] if args.seeds_together else [[s] for s in args.seeds]
+  env_steps = None
+  for algo in args.algos:
+    if algo == old.PPO:
+      continue
+    for seeds in groups:
+      config = our_config(env, algo, seeds[0], args)
+      env_steps = config.num_steps * config.env_steps_per_step
+      record = pieces.run(
+          args.out,
+          run_name(env, algo, tuple(seeds), args.agent),
+          config,
+          num_seeds=len(seeds),
+          show_progress=not args.no_progress,
+      )
+      print(
+          f'{record["name"]}: done, {record["wall_seconds"]:.0f} s in'
+          f' {len(record["pieces"])} piece(s)',
+          flush=True,
+      )
+  if old.PPO in args.algos:
+    if env_steps is None:
+      config = our_config(env, old.DISCO, args.seeds[0], args)
+      env_steps = config.num_steps * config.env_steps_per_step
+    old.run_ppo(args, env, env_steps)
+
+
+# ----------------------------------------------------------------------------
+# The report.
+
+
+def old_points(env: str, env_steps: int) -> list[dict[str, Any]]:
+  """The old runs' IQM at their evaluations just before and after."""
+  if not OLD_RESULTS.is_file():
+    return []
+  with open(OLD_RESULTS) as f:
+    rows = [
+        r for r in csv.DictReader(f) if r['env'] == env and r['kind'] == 'eval'
+    ]
+  out = []
+  for algo in ALGOS:
+    mine = [r for r in rows if r['algo'] == algo]
+    steps = sorted({int(r['env_steps']) for r in mine})
+    below = [s for s in steps if s <= env_steps]
+    above = [s for s in steps if s > env_steps]
+    for at in ([below[-1]] if below else []) + ([above[0]] if above else []):
+      values = np.array(
+          [float(r['value']) for r in mine if int(r['env_steps']) == at]
+      )
+      low, high = metrics.bootstrap_interval(values)
+      out.append(
+          dict(
+              env=env,
+              settings='old (paper preset batches; PPO: rejax run to 1M)',
+              algo=algo,
+              env_steps=at,
+              seeds=len(values),
+              iqm=metrics.interquartile_mean(values),
+              ci_low=low,
+              ci_high=high,
+              per_seed=' '.join(f'{v:.2f}' for v in values),
+          )
+      )
+  return out
+
+
+def comparison(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+  rows = []
+  for row in summary:
+    rows.append(
+        dict(
+            env=row['env'],
+            settings=f'{protocol_for(row["env"])} protocol',
+            algo=row['algo'],
+            env_steps=row['env_steps'],
+            seeds=row['seeds'],
+            iqm=row['iqm'],
+            ci_low=row['ci_low'],
+            ci_high=row['ci_high'],
+            per_seed=row['per_seed'],
+        )
+    )
+  for env in dict.fromkeys(r['env'] for r in summary):
+    steps = max(r['env_steps'] for r in summary if r['env'] == env)
+    rows += old_points(env, steps)
+    if env.startswith('craftax:'):
+      for algo, value in PAPER_CRAFTER_1M.items():
+        rows.append(
+            dict(
+                env='Crafter (pixels)',
+                settings='paper, Extended Data Table 5',
+                algo=algo,
+                env_steps=1_000_000,
+                seeds=3,
+                iqm=value,
+                ci_low='',
+                ci_high='',
+                per_seed='',
+            )
+        )
+  return rows
+
+
+def report(out: pathlib.Path, include_partial: bool) -> None:
+  rows = old.per_seed_rows(old.load_records(out, include_partial))
+  if not rows:
+    print(f'no runs in {out}')
+    return
+  plain = [
+      {k: v for k, v in r.items() if not k.endswith('_curve')} for r in rows
+  ]
+  old.write_csv(out / 'results.csv', plain)
+  summary = old.summary_rows(rows)
+  old.write_csv(out / 'summary.csv', summary)
+  old.write_csv(out / 'comparison.csv', comparison(summary))
+  curves = []
+  for r in rows:
+    steps, updates, returns = r['eval_curve']
+    for i, (x, y) in enumerate(zip(steps, returns)):
+      curves.append(
+          dict(
+              env=r['env'], algo=r['algo'], seed=r['seed'], kind='eval',
+              env_steps=int(x),
+              learner_updates='' if updates is None else int(updates[i]),
+              value=float(y),
+          )
+      )  # fmt: skip
+    if r['entropy_curve'] is not None:
+      for x, y in zip(*r['entropy_curve']):
+        if np.isfinite(y):
+          curves.append(
+              dict(
+                  env=r['env'], algo=r['algo'], seed=r['seed'],
+                  kind='entropy', env_steps='', learner_updates=int(x),
+                  value=float(y),
+              )
+          )  # fmt: skip
+  old.write_csv(out / 'curves.csv', curves)
+  old.plot(rows, out / 'curves.png')
+  print(old.markdown(summary))
+  print(f'wrote results, summary, comparison and curves (CSV, PNG) in {out}')
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--out', type=pathlib.Path, required=True)
+  parser.add_argument('--env', choices=old.ENVS, default=None)
+  parser.add_argument('--algos', nargs='+', choices=ALGOS, default=ALGOS)
+  parser.add_argument('--seeds', nargs='+', type=int, default=SEEDS)
+  parser.add_argument(
+      '--env-steps',
+      type=int,
+      default=None,
+      help=(
+          f'environment steps per seed (default: Craftax {CRAFTAX_ENV_STEPS:,};'
+          f" MinAtar {MINATAR_ENV_STEPS:,}, the old runs')"
+      ),
+  )
+  parser.add_argument(
+      '--agent',
+      choices=('minatar', 'craftax', 'craftax_frames'),
+      default=None,
+      help='agent (default: craftax_frames on Craftax, minatar on MinAtar)',
+  )
+  parser.add_argument(
+      '--frame-stack',
+      type=int,
+      default=None,
+      help="frames stacked (default: the protocol's, 32 or 4)",
+  )
+  parser.add_argument(
+      '--seeds-together',
+      action='store_true',
+      help='train the seeds as one vmapped run (for accelerators)',
+  )
+  parser.add_argument('--report', action='store_true')
+  parser.add_argument(
+      '--include-partial',
+      action='store_true',
+      help='report stopped runs too, up to their last checkpoint',
+  )
+  parser.add_argument('--no-progress', action='store_true')
+  args = parser.parse_args(argv)
+  if args.env is None and not args.report:
+    parser.error('give --env (one environment per command) or --report')
+  try:
+    if args.env is not None:
+      run_env(args)
+  except pieces.PiecesError as e:
+    parser.exit(1, f'{parser.prog}: error: {e}\n')
+  if args.report:
+    report(args.out, args.include_partial)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
