@@ -114,9 +114,9 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
       num_steps=num_steps,
       eval_envs=old.EVAL_ENVS,
       eval_max_steps=old.EVAL_MAX_STEPS.get(env, 1000),
-      eval_every=max(1, num_steps // EVALUATIONS),
-      steps_per_chunk=STEPS_PER_CHUNK,
-      checkpoint_every=CHECKPOINT_ITERATIONS,
+      eval_every=max(1, num_steps // args.evaluations),
+      steps_per_chunk=args.steps_per_chunk,
+      checkpoint_every=args.checkpoint_every,
       truncation='terminate',
       **changes,
   )
@@ -305,6 +305,24 @@ def main(argv=None) -> int:
       type=int,
       default=None,
       help="frames stacked (default: the protocol's, 32 or 4)",
+  )
+  parser.add_argument(
+      '--evaluations',
+      type=int,
+      default=EVALUATIONS,
+      help=f'evaluations over a run besides the first (default {EVALUATIONS})',
+  )
+  parser.add_argument(
+      '--checkpoint-every',
+      type=int,
+      default=CHECKPOINT_ITERATIONS,
+      help=f'iterations (default {CHECKPOINT_ITERATIONS})',
+  )
+  parser.add_argument(
+      '--steps-per-chunk',
+      type=int,
+      default=STEPS_PER_CHUNK,
+      help=f'iterations per jitted call (default {STEPS_PER_CHUNK})',
   )
   parser.add_argument(
       '--seeds-together',

@@ -41,14 +41,14 @@ def test_every_config_field_is_a_flag(capsys):
   for name in train.TrainConfig.field_names():
     if name not in cli.HIDDEN_FIELDS:
       assert cli.flag(name) + ' ' in help_text, name
-  assert '--preset {colab,paper}' in help_text
+  assert '--preset {atari,colab,crafter,paper}' in help_text
 
 
 @pytest.mark.parametrize(
     'argv, message',
     [
         (['--num-seeds=0'], '--num-seeds must be >= 1'),
-        (['--preset=atari'], 'invalid choice'),
+        (['--preset=nonsense'], 'invalid choice'),
         (['--rule=dqn'], 'Unknown rule'),
         (['--env=catch-cpu'], 'jittable'),
         (['--replay-fraction=1.5'], 'replay_fraction'),

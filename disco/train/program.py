@@ -215,8 +215,6 @@ def per_device_fns(
       draws = unpack(
           _gather_replayed(replay, sample_key, replayed, num_envs, 1)
       )
-      if not slots.shape[1]:
-        return draws
       mine = jnp.asarray(slots)[k]  # [S]
       picked = jax.tree.map(
           lambda x: jnp.take(x, jnp.maximum(mine, 0), axis=1), rollout
