@@ -381,17 +381,8 @@ def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
   fig.savefig(path, dpi=100)
 
 
-def report(out: pathlib.Path, include_partial: bool = False) -> None:
-  rows = per_seed_rows(load_records(out, include_partial))
-  if not rows:
-    print(f'no finished runs in {out}')
-    return
-  plain = [
-      {k: v for k, v in r.items() if not k.endswith('_curve')} for r in rows
-  ]
-  write_csv(out / 'results.csv', plain)
-  summary = summary_rows(rows)
-  write_csv(out / 'summary.csv', summary)
+def curve_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+  """curves.csv's rows: every evaluation point, and our entropy per chunk."""
   curves = []
   for r in rows:
     steps, updates, returns = r['eval_curve']
@@ -414,6 +405,21 @@ def report(out: pathlib.Path, include_partial: bool = False) -> None:
                   value=float(y),
               )
           )  # fmt: skip
+  return curves
+
+
+def report(out: pathlib.Path, include_partial: bool = False) -> None:
+  rows = per_seed_rows(load_records(out, include_partial))
+  if not rows:
+    print(f'no finished runs in {out}')
+    return
+  plain = [
+      {k: v for k, v in r.items() if not k.endswith('_curve')} for r in rows
+  ]
+  write_csv(out / 'results.csv', plain)
+  summary = summary_rows(rows)
+  write_csv(out / 'summary.csv', summary)
+  curves = curve_rows(rows)
   write_csv(out / 'curves.csv', curves)
   plot(rows, out / 'curves.png')
   print(markdown(summary))

@@ -31,14 +31,8 @@ DEADLINE="${GPU_DEADLINE_S:-500}"   # seconds after start: stop the run
 LC_TIMEOUT="${GPU_LC_TIMEOUT_S:-100}"
 BENCH="${GPU_BENCH_DIR:-/tmp/gpu_protocol}"
 LOG="${OUT}/log.txt"
-export PYTHONUNBUFFERED=1
-export XLA_PYTHON_CLIENT_PREALLOCATE=false
-if [[ -z "${SKIP_INSTALL:-}" ]]; then
-  "${PY}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH="/tmp/site:${PWD}"
-  export DISCO_WEIGHTS="${PWD}/.gpu/disco_103.npz"
-fi
+# shellcheck source=benchmarks/gpu_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh"
 {
   nvidia-smi -L 2>/dev/null
   "${PY}" -c 'import jax, haiku, craftax, disco.train as t

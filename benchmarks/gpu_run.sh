@@ -32,16 +32,8 @@ LC_TIMEOUT="${GPU_LC_TIMEOUT_S:-120}"
 LC_CHUNKS="${GPU_LC_CHUNKS:-6}"
 BENCH="${GPU_BENCH_DIR:-/tmp/gpu_bench}"
 LOG="${OUT}/log.txt"
-export PYTHONUNBUFFERED=1
-# Several processes share the GPU (learner_cost's parent and child, the
-# benchmark programs): none takes the memory up front.
-export XLA_PYTHON_CLIENT_PREALLOCATE=false
-if [[ -z "${SKIP_INSTALL:-}" ]]; then
-  "${PY}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH="/tmp/site:${PWD}"
-  export DISCO_WEIGHTS="${PWD}/.gpu/disco_103.npz"
-fi
+# shellcheck source=benchmarks/gpu_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh"
 {
   nvidia-smi -L 2>/dev/null
   "${PY}" -c 'import jax, haiku, gymnax, rejax, disco.train as t

@@ -206,22 +206,29 @@ def write_csv(path: str, rows: list[dict]) -> None:
 
 
 def _ratios(rows: list[dict]) -> None:
-  def find(**fields):
+  def setting(row: dict) -> tuple:
+    """What two rows must share to be compared (older rows: `paper`)."""
+    return (
+        row.get('preset', 'paper'),
+        row.get('frame_stack'),
+        row['env'],
+        row['agent'],
+        row['num_seeds'],
+    )
+
+  def find(same: tuple, rule: str, dtype: str) -> dict | None:
     for row in rows:
-      if all(row[k] == v for k, v in fields.items()):
+      if (setting(row), row['rule'], row['compute_dtype']) == (
+          same,
+          rule,
+          dtype,
+      ):
         return row
     return None
 
   for row in rows:
-    same = dict(
-        preset=row.get('preset', 'paper'),
-        frame_stack=row.get('frame_stack'),
-        env=row['env'],
-        agent=row['agent'],
-        num_seeds=row['num_seeds'],
-    )
-    f32 = find(**same, rule=row['rule'], compute_dtype='float32')
-    ac = find(**same, rule='actor_critic', compute_dtype=row['compute_dtype'])
+    f32 = find(setting(row), row['rule'], 'float32')
+    ac = find(setting(row), 'actor_critic', row['compute_dtype'])
     row['vs_f32'] = row['per_seed'] / f32['per_seed'] if f32 else ''
     row['vs_ac'] = row['per_seed'] / ac['per_seed'] if ac else ''
 

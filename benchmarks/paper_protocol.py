@@ -251,29 +251,7 @@ def report(out: pathlib.Path, include_partial: bool) -> None:
   summary = old.summary_rows(rows)
   old.write_csv(out / 'summary.csv', summary)
   old.write_csv(out / 'comparison.csv', comparison(summary))
-  curves = []
-  for r in rows:
-    steps, updates, returns = r['eval_curve']
-    for i, (x, y) in enumerate(zip(steps, returns)):
-      curves.append(
-          dict(
-              env=r['env'], algo=r['algo'], seed=r['seed'], kind='eval',
-              env_steps=int(x),
-              learner_updates='' if updates is None else int(updates[i]),
-              value=float(y),
-          )
-      )  # fmt: skip
-    if r['entropy_curve'] is not None:
-      for x, y in zip(*r['entropy_curve']):
-        if np.isfinite(y):
-          curves.append(
-              dict(
-                  env=r['env'], algo=r['algo'], seed=r['seed'],
-                  kind='entropy', env_steps='', learner_updates=int(x),
-                  value=float(y),
-              )
-          )  # fmt: skip
-  old.write_csv(out / 'curves.csv', curves)
+  old.write_csv(out / 'curves.csv', old.curve_rows(rows))
   old.plot(rows, out / 'curves.png')
   print(old.markdown(summary))
   print(f'wrote results, summary, comparison and curves (CSV, PNG) in {out}')

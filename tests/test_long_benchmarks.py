@@ -5,6 +5,7 @@ from a checkpoint as a stopped run would, and skips it once done;
 `benchmarks/disco103_vs_baselines.py` reports from handwritten records.
 """
 
+import argparse
 import csv
 import importlib.util
 import json
@@ -246,3 +247,43 @@ def test_records_saved_before_truncation_existed_match_the_benchmark():
   assert pieces.normal_settings(dict(config=_tiny().to_dict())) != (
       pieces.normal_settings(now)
   )
+
+
+def test_the_protocol_benchmark_runs_the_preset_beside_old_runs_and_paper():
+  protocol = _load('paper_protocol')
+  args = argparse.Namespace(
+      frame_stack=None,
+      env_steps=None,
+      agent=None,
+      evaluations=8,
+      checkpoint_every=40,
+      steps_per_chunk=4,
+  )
+  config = protocol.our_config(protocol.CRAFTAX, 'disco', 0, args)
+  assert (config.learner_batch_size, config.replay_fraction) == (24, 0.99)
+  assert config.spread_fresh and config.frame_stack == 32
+  assert config.agent_frame_embedding == 64
+  # 100,000 steps: 575 rollouts of 6 x 29; the buffer holds them all.
+  assert (config.num_steps, config.env_steps_per_step) == (575, 174)
+  assert config.buffer_capacity == 576 * 6
+  assert config.truncation == 'terminate'
+  summary = [
+      dict(
+          env=protocol.CRAFTAX, algo='disco', env_steps=100_050, seeds=1,
+          iqm=2.0, ci_low=2.0, ci_high=2.0, per_seed='2.00',
+      )
+  ]  # fmt: skip
+  rows = protocol.comparison(summary)
+  settings = [r['settings'] for r in rows]
+  assert settings[0] == 'crafter protocol'
+  paper = {
+      r['algo']: r['iqm'] for r in rows if r['settings'].startswith('paper')
+  }
+  assert paper['Disco103'] == 6.59 and paper['PPO'] == 4.20
+  # The old runs at their evaluations around 100,050 steps.
+  old = {
+      (r['algo'], r['env_steps'])
+      for r in rows
+      if r['settings'].startswith('old')
+  }
+  assert {('disco', 75_110), ('disco', 147_610)} <= old
