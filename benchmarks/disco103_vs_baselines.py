@@ -426,12 +426,44 @@ def report(out: pathlib.Path, include_partial: bool = False) -> None:
   print(f'wrote results.csv, summary.csv, curves.csv and curves.png in {out}')
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+  """The flags every per-environment benchmark command shares."""
   parser.add_argument('--out', type=pathlib.Path, required=True)
   parser.add_argument('--env', choices=ENVS, default=None)
   parser.add_argument('--algos', nargs='+', choices=ALGOS, default=ALGOS)
   parser.add_argument('--seeds', nargs='+', type=int, default=SEEDS)
+  parser.add_argument(
+      '--seeds-together',
+      action='store_true',
+      help='train the seeds as one vmapped run (for accelerators)',
+  )
+  parser.add_argument('--report', action='store_true')
+  parser.add_argument(
+      '--include-partial',
+      action='store_true',
+      help='report stopped runs too, up to their last checkpoint',
+  )
+  parser.add_argument('--no-progress', action='store_true')
+
+
+def run_command(parser, argv, run_env_fn, report_fn) -> int:
+  """Parses, runs `--env`'s runs (`run_env_fn`), then `--report`."""
+  args = parser.parse_args(argv)
+  if args.env is None and not args.report:
+    parser.error('give --env (one environment per command) or --report')
+  try:
+    if args.env is not None:
+      run_env_fn(args)
+  except pieces.PiecesError as e:
+    parser.exit(1, f'{parser.prog}: error: {e}\n')
+  if args.report:
+    report_fn(args.out, args.include_partial)
+  return 0
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  add_run_flags(parser)
   parser.add_argument('--updates', type=int, default=UPDATES)
   parser.add_argument(
       '--env-steps',
@@ -447,31 +479,9 @@ def main(argv=None) -> int:
       default=None,
       help="agent sizes (default: the environment family's)",
   )
-  parser.add_argument(
-      '--seeds-together',
-      action='store_true',
-      help='train the seeds as one vmapped run (for accelerators)',
-  )
   parser.add_argument('--disco-lr', type=float, default=DISCO_LR)
   parser.add_argument('--ac-lr', type=float, default=AC_LR)
-  parser.add_argument('--report', action='store_true')
-  parser.add_argument(
-      '--include-partial',
-      action='store_true',
-      help='report stopped runs too, up to their last checkpoint',
-  )
-  parser.add_argument('--no-progress', action='store_true')
-  args = parser.parse_args(argv)
-  if args.env is None and not args.report:
-    parser.error('give --env (one environment per command) or --report')
-  try:
-    if args.env is not None:
-      run_env(args)
-  except pieces.PiecesError as e:
-    parser.exit(1, f'{parser.prog}: error: {e}\n')
-  if args.report:
-    report(args.out, args.include_partial)
-  return 0
+  return run_command(parser, argv, run_env, report)
 
 
 if __name__ == '__main__':

@@ -259,10 +259,7 @@ def report(out: pathlib.Path, include_partial: bool) -> None:
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--out', type=pathlib.Path, required=True)
-  parser.add_argument('--env', choices=old.ENVS, default=None)
-  parser.add_argument('--algos', nargs='+', choices=ALGOS, default=ALGOS)
-  parser.add_argument('--seeds', nargs='+', type=int, default=SEEDS)
+  old.add_run_flags(parser)
   parser.add_argument(
       '--env-steps',
       type=int,
@@ -302,29 +299,7 @@ def main(argv=None) -> int:
       default=STEPS_PER_CHUNK,
       help=f'iterations per jitted call (default {STEPS_PER_CHUNK})',
   )
-  parser.add_argument(
-      '--seeds-together',
-      action='store_true',
-      help='train the seeds as one vmapped run (for accelerators)',
-  )
-  parser.add_argument('--report', action='store_true')
-  parser.add_argument(
-      '--include-partial',
-      action='store_true',
-      help='report stopped runs too, up to their last checkpoint',
-  )
-  parser.add_argument('--no-progress', action='store_true')
-  args = parser.parse_args(argv)
-  if args.env is None and not args.report:
-    parser.error('give --env (one environment per command) or --report')
-  try:
-    if args.env is not None:
-      run_env(args)
-  except pieces.PiecesError as e:
-    parser.exit(1, f'{parser.prog}: error: {e}\n')
-  if args.report:
-    report(args.out, args.include_partial)
-  return 0
+  return old.run_command(parser, argv, run_env, report)
 
 
 if __name__ == '__main__':
