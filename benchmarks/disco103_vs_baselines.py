@@ -239,9 +239,11 @@ def per_seed_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 status=record['status'],
                 seed=seed,
                 learning_rate=config['agent_learning_rate'],
+                # At the last evaluation (a stopped run's last row may be
+                # later).
                 final_return=float(col['eval_return'][ev][-1]),
-                env_steps=int(col['env_steps'][-1]),
-                learner_updates=int(col['learner_steps'][-1]),
+                env_steps=int(col['env_steps'][ev][-1]),
+                learner_updates=int(col['learner_steps'][ev][-1]),
                 wall_seconds_per_seed=round(
                     record['wall_seconds'] / len(record['seeds']), 1
                 ),

@@ -150,6 +150,7 @@ def run_env(args: argparse.Namespace) -> None:
           config,
           num_seeds=len(seeds),
           show_progress=not args.no_progress,
+          checkpoints=not args.no_checkpoints,
       )
       print(
           f'{record["name"]}: done, {record["wall_seconds"]:.0f} s in'
@@ -292,6 +293,14 @@ def main(argv=None) -> int:
       type=int,
       default=CHECKPOINT_ITERATIONS,
       help=f'iterations (default {CHECKPOINT_ITERATIONS})',
+  )
+  parser.add_argument(
+      '--no-checkpoints',
+      action='store_true',
+      help=(
+          'write none: a run in one piece (one device call); stopped, it'
+          ' keeps its log rows as a partial record'
+      ),
   )
   parser.add_argument(
       '--steps-per-chunk',

@@ -155,6 +155,7 @@ def run(
     update_rule_params: Any = None,
     extra_settings: Mapping[str, Any] | None = None,
     show_progress: bool = True,
+    checkpoints: bool = True,
 ) -> dict[str, Any]:
   """Trains (or resumes, or skips) run `name`; returns its record.
 
@@ -166,6 +167,9 @@ def run(
     update_rule_params: the rule's parameters (None: the config's).
     extra_settings: more settings the record must match to be skipped.
     show_progress: a tqdm bar per piece.
+    checkpoints: False for a run in one piece that writes none (e.g. one
+      device call whose checkpoints could not outlive it): a stopped run's
+      partial record is then its log rows so far.
 
   Raises:
     PiecesError: files of other settings under `name`.
@@ -207,6 +211,7 @@ def run(
     )
     write_pieces(pieces_path, settings, pieces)
 
+  live_rows: list[dict[str, float]] = []
   status = 'interrupted'
   with progress.ProgressBar(
       config.num_steps,
@@ -226,15 +231,19 @@ def run(
             num_seeds=num_seeds,
             update_rule_params=update_rule_params,
             progress_fn=_both,
-            checkpoint_dir=ckpt_dir,
-            resume=True,
+            log_fn=lambda seed, row: live_rows.append(dict(row)),
+            checkpoint_dir=ckpt_dir if checkpoints else None,
+            resume=checkpoints,
             handle_interrupts=True,
         )
       status = 'finished'
     finally:
       _save_pieces(status)
-      if status != 'finished' and checkpoint.latest_step(ckpt_dir):
-        write_partial(out, name, settings, pieces, ckpt_dir)
+      if status != 'finished':
+        if checkpoints and checkpoint.latest_step(ckpt_dir):
+          write_partial(out, name, settings, pieces, ckpt_dir)
+        elif not checkpoints and live_rows:
+          write_partial(out, name, settings, pieces, rows=live_rows)
   logs = {k: np.asarray(v) for k, v in result.logs.items()}
   record = dict(
       name=name,
@@ -261,18 +270,19 @@ def write_partial(
     name: str,
     settings: Mapping[str, Any],
     pieces: list[dict[str, Any]],
-    ckpt_dir: pathlib.Path,
+    ckpt_dir: pathlib.Path | None = None,
+    rows: list[Mapping[str, float]] | None = None,
 ) -> None:
-  """A stopped run's record so far (its latest checkpoint's logs).
+  """A stopped run's record so far: its latest checkpoint's logs, or `rows`.
 
   Status `partial`; `--report` leaves it out unless asked. The checkpoint
   stays the run's state: the next command resumes from it.
   """
   from disco import logs as logs_lib  # pylint: disable=g-import-not-at-top
 
-  logs = logs_lib.columns(
-      logs_lib.from_arrays(checkpoint.load(ckpt_dir).arrays)
-  )
+  if rows is None:
+    rows = logs_lib.from_arrays(checkpoint.load(ckpt_dir).arrays)
+  logs = logs_lib.columns(rows)
   write_json(
       partial_path(out, name),
       dict(

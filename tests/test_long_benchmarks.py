@@ -9,7 +9,9 @@ import argparse
 import csv
 import importlib.util
 import json
+import os
 import pathlib
+import signal
 import sys
 
 import numpy as np
@@ -198,6 +200,46 @@ def test_a_stopped_run_is_reported_up_to_its_checkpoint_when_asked(tmp_path):
   assert record['status'] == pieces.PARTIAL and record['seeds'] == [0]
   assert record['logs']['step'] == [0.0, 1.0, 2.0, 3.0, 4.0]
   assert vs_baselines.load_records(tmp_path) == []
+  (partial,) = vs_baselines.load_records(tmp_path, include_partial=True)
+  assert partial['name'] == name
+
+
+def test_a_run_without_checkpoints_keeps_its_rows_when_stopped(
+    tmp_path, monkeypatch
+):
+  """One device call's run: no checkpoint written, its rows kept on SIGINT."""
+
+  class _StopAfter3(pieces.progress.ProgressBar):
+
+    def __call__(self, step, row):
+      if step >= 3:
+        os.kill(os.getpid(), signal.SIGINT)
+
+  monkeypatch.setattr(pieces.progress, 'ProgressBar', _StopAfter3)
+  name = 'catch__actor_critic__s0'
+  with pytest.raises(KeyboardInterrupt):
+    pieces.run(
+        tmp_path,
+        name,
+        _tiny(),
+        num_seeds=1,
+        show_progress=False,
+        checkpoints=False,
+    )
+  monkeypatch.undo()
+  ckpt_dir = tmp_path / pieces.CHECKPOINTS_DIR / name
+  assert [p.name for p in ckpt_dir.iterdir()] == [pieces.PIECES_FILE]
+  assert not pieces.record_path(tmp_path, name).exists()
+  record = json.loads(pieces.partial_path(tmp_path, name).read_text())
+  assert record['status'] == pieces.PARTIAL and record['seeds'] == [0]
+  # The signal comes after iteration 3's row; the run stops there.
+  assert record['logs']['step'] == [0.0, 1.0, 2.0, 3.0]
+  straight = pieces.run(
+      tmp_path / 'straight', name, _tiny(), num_seeds=1, show_progress=False
+  )
+  np.testing.assert_array_equal(
+      record['logs']['train_return'], straight['logs']['train_return'][:4]
+  )
   (partial,) = vs_baselines.load_records(tmp_path, include_partial=True)
   assert partial['name'] == name
 

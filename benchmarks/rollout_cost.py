@@ -1,0 +1,149 @@
+"""The acting half of a trainer iteration, timed alone: rollouts per second.
+
+`learner_cost.py` times whole iterations (a rollout and its learner
+updates). This times the same preset's iterations with learning switched
+off (`learning_starts` at the buffer's size: every iteration only acts and
+fills the buffer), so that the two together say where an iteration's time
+goes. Per number of environments and of seeds trained together, it trains
+`--chunks` chunks of `--chunk` acting iterations and times every chunk after
+the first (which compiles).
+
+  iterations_per_s  acting iterations per second (all seeds together)
+  ms_per_step       milliseconds per sequential environment step: one step
+                    of all environments of all seeds, with the agent's
+  env_steps_per_s   environment steps per second, all seeds
+
+  python benchmarks/rollout_cost.py --preset crafter \\
+      --env craftax:Craftax-Classic-Symbolic-v1 --agent craftax_frames \\
+      --num-envs 6 24 --num-seeds 1 3 --out rollout_cost.csv
+"""
+
+import argparse
+import csv
+import pathlib
+import platform
+import sys
+import time
+
+COLUMNS = (
+    'preset',
+    'env',
+    'agent',
+    'frame_stack',
+    'num_envs',
+    'num_seeds',
+    'iterations_per_s',
+    'ms_per_step',
+    'env_steps_per_s',
+    'timed_iterations',
+    'first_chunk_s',
+)
+
+
+def measure(
+    preset: str,
+    env: str,
+    agent: str,
+    num_envs: int,
+    num_seeds: int,
+    chunk: int,
+    chunks: int,
+) -> dict[str, float]:
+  """Times acting-only iterations of `preset` with `num_envs` environments."""
+  from disco import train  # pylint: disable=g-import-not-at-top
+
+  num_steps = chunk * chunks
+  made = (num_steps + 1) * num_envs
+  config = train.preset(
+      preset,
+      env=env,
+      agent=agent,
+      num_envs=num_envs,
+      num_steps=num_steps,
+      steps_per_chunk=chunk,
+      eval_every=0,
+      checkpoint_every=0,
+      buffer_capacity=made,
+      learning_starts=made,
+  )
+  ends = []
+  start = time.perf_counter()
+  train.run_train(
+      config,
+      num_seeds=num_seeds,
+      progress_fn=lambda step, row: ends.append(time.perf_counter()),
+  )
+  timed = (len(ends) - 1) * chunk
+  rate = timed / (ends[-1] - ends[0])
+  return dict(
+      preset=preset,
+      env=env,
+      agent=agent,
+      frame_stack=config.frame_stack,
+      num_envs=num_envs,
+      num_seeds=num_seeds,
+      iterations_per_s=rate,
+      ms_per_step=1000.0 / (rate * config.rollout_len),
+      env_steps_per_s=rate * config.env_steps_per_step * num_seeds,
+      timed_iterations=timed,
+      first_chunk_s=ends[0] - start,
+  )
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--preset', default='crafter')
+  parser.add_argument('--env', default='craftax:Craftax-Classic-Symbolic-v1')
+  parser.add_argument('--agent', default='craftax_frames')
+  parser.add_argument('--num-envs', nargs='+', type=int, default=(6,))
+  parser.add_argument('--num-seeds', nargs='+', type=int, default=(1,))
+  parser.add_argument('--chunk', type=int, default=10)
+  parser.add_argument('--chunks', type=int, default=4)
+  parser.add_argument('--out', type=pathlib.Path, default=None)
+  args = parser.parse_args(argv)
+  if args.chunks < 2:
+    parser.error('--chunks must be at least 2 (the first one compiles)')
+  import jax  # pylint: disable=g-import-not-at-top
+
+  header = (
+      f'# {platform.processor() or platform.machine()},'
+      f' {jax.devices()[0].device_kind} ({jax.default_backend()}),'
+      f' JAX {jax.__version__}; {time.strftime("%Y-%m-%d")}'
+  )
+  print(header, flush=True)
+  rows = []
+  for num_envs in args.num_envs:
+    for num_seeds in args.num_seeds:
+      row = measure(
+          args.preset,
+          args.env,
+          args.agent,
+          num_envs,
+          num_seeds,
+          args.chunk,
+          args.chunks,
+      )
+      rows.append(row)
+      print(
+          ', '.join(
+              f'{k}={v:.4g}' if isinstance(v, float) else f'{k}={v}'
+              for k, v in row.items()
+          ),
+          flush=True,
+      )
+  if args.out is not None:
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, 'w', newline='') as f:
+      f.write(header + '\n')
+      writer = csv.DictWriter(f, COLUMNS)
+      writer.writeheader()
+      for row in rows:
+        writer.writerow({
+            k: round(v, 4) if isinstance(v, float) else v
+            for k, v in row.items()
+        })
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
