@@ -13,6 +13,9 @@
 #      13,794 trajectories of 60 frames per seed is 13 GB to write, and a
 #      checkpoint could not outlive the call), stopped at the deadline with
 #      its log rows kept as a partial record.
+# GPU_ENV and GPU_ALGOS run another environment or rule the same way, e.g.
+# GPU_ENV=gymnax:Breakout-MinAtar GPU_ALGOS="disco actor_critic" (the
+# `atari` protocol, the old runs' 1,452,610 steps; GPU_ENV_STEPS=1452610).
 # Everything comes back in $OUT: log.txt, rollout_cost_gpu.csv, the report
 # (results, summary, comparison, curves: CSV and PNG) and runs.tgz.
 #
@@ -27,7 +30,8 @@ set -u
 start=$(date +%s)
 elapsed() { echo $(($(date +%s) - start)); }
 PY="${PY:-python3}"
-ENV=craftax:Craftax-Classic-Symbolic-v1
+ENV="${GPU_ENV:-craftax:Craftax-Classic-Symbolic-v1}"
+ALGOS="${GPU_ALGOS:-disco}"
 ENV_STEPS="${GPU_ENV_STEPS:-1000000}"
 SEEDS="${GPU_SEEDS:-0 1 2}"
 DEADLINE="${GPU_DEADLINE_S:-530}"   # seconds after start: stop the run
@@ -45,7 +49,8 @@ print("jax", jax.__version__, jax.devices())' || exit 1
   # 1. The acting half alone (GPU_SKIP_COST=1 skips it).
   if [[ -z "${GPU_SKIP_COST:-}" ]]; then
     timeout -s INT -k 10 "${RC_TIMEOUT}" "${PY}" benchmarks/rollout_cost.py \
-      --preset crafter --env "${ENV}" --agent craftax_frames \
+      --preset "${GPU_PRESET:-crafter}" --env "${ENV}" \
+      --agent "${GPU_AGENT:-craftax_frames}" \
       --num-envs 6 24 --num-seeds 3 --chunk 4 --chunks 3 \
       --out "${OUT}/rollout_cost_gpu.csv"
     echo "[$(elapsed) s] rollout cost stopped or done"
@@ -55,7 +60,7 @@ print("jax", jax.__version__, jax.devices())' || exit 1
   left=$((DEADLINE - $(elapsed)))
   # shellcheck disable=SC2086
   timeout -s INT -k 30 "${left}" "${PY}" benchmarks/paper_protocol.py \
-    --out "${BENCH}" --env "${ENV}" --algos disco --seeds ${SEEDS} \
+    --out "${BENCH}" --env "${ENV}" --algos ${ALGOS} --seeds ${SEEDS} \
     --seeds-together --env-steps "${ENV_STEPS}" \
     --evaluations "${GPU_EVALUATIONS:-40}" --no-checkpoints \
     --steps-per-chunk "${GPU_STEPS_PER_CHUNK:-10}" --no-progress
