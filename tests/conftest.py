@@ -15,6 +15,7 @@ never collects tests/parity, so these hooks live here:
 """
 
 import collections
+import json
 import os
 import pathlib
 
@@ -59,7 +60,27 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     chosen = platforms.select(pathlib.Path(root).resolve())
   except platforms.SelectionError as e:
     return lines + [f'disco parity: {e}']
-  return lines + ['disco parity: ' + line for line in chosen.describe()]
+  described = chosen.describe()
+  for golden_set in chosen.compared:
+    origin = _recorded_by(golden_set.directory)
+    if origin:
+      described.append(f'  set {golden_set.name!r} {origin}')
+  return lines + ['disco parity: ' + line for line in described]
+
+
+def _recorded_by(directory: pathlib.Path) -> str:
+  """How a set made by tests/parity/record.py was recorded ('' if shipped)."""
+  try:
+    record = json.loads((directory / platforms.PLATFORM_FILE).read_text())
+  except (OSError, ValueError):
+    return ''
+  if not isinstance(record, dict) or not record.get('recorder'):
+    return ''
+  return (
+      f'was recorded by {record["recorder"]} from the reference on'
+      f' {record.get("model_name") or "an unnamed machine"}, with the inputs'
+      f' and configs of set {record.get("spec")!r}'
+  )
 
 
 def pytest_collection_modifyitems(

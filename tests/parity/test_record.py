@@ -1,0 +1,391 @@
+"""The recorder of golden sets (tests/parity/record.py).
+
+* On a machine of a shipped set's kind, recording that set's cases with the
+  reference gives that set back, leaf for leaf and bit for bit.
+* The recorder runs the reference and nothing else: it refuses this
+  project's `disco_rl` alias (and any module not loaded from the checkout),
+  and loads the reference even where the alias was imported first.
+
+* With the builtin spec (no golden set), a recording holds every key the
+  spec lists, of its shape and dtype, is the same when recorded again, and
+  `disco` matches it natively.
+
+The reference checkout is `$DISCO_REFERENCE`, by default `../shared/reference`
+beside the repository; without it these tests skip (fail under CI).
+`$DISCO_PARITY_RECORDED` names a set recorded here from the matching
+shipped set (as .ci/run does); `$DISCO_PARITY_SHIPPED` the shipped sets
+(default `$DISCO_PARITY_DIR`). The slow test records one itself (minutes).
+Where no shipped set exists (a fresh clone) and `$DISCO_PARITY_DIR` is a
+recording of the builtin spec, that recording is checked instead.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from tests.parity import builtin
+from tests.parity import golden
+from tests.parity import platforms
+from tests.parity import record
+
+pytestmark = pytest.mark.without_goldens
+
+_REPO = pathlib.Path(__file__).resolve().parents[2]
+RECORDED_ENV = 'DISCO_PARITY_RECORDED'
+SHIPPED_ENV = 'DISCO_PARITY_SHIPPED'
+
+
+def _unavailable(message: str) -> None:
+  if os.environ.get('CI'):
+    pytest.fail(message, pytrace=False)
+  pytest.skip(message)
+
+
+def reference_dir() -> pathlib.Path:
+  """The reference checkout; skips (fails under CI) without one."""
+  value = os.environ.get(record.REFERENCE_ENV)
+  path = pathlib.Path(value) if value else _REPO.parent / 'shared' / 'reference'
+  if not (path / record.PACKAGE / 'agent.py').is_file():
+    _unavailable(
+        f'No reference checkout at {path} (set ${record.REFERENCE_ENV} to a'
+        ' clone of google-deepmind/disco_rl at 9059a29).'
+    )
+  return path.resolve()
+
+
+def _run_recorder(*args: str) -> subprocess.CompletedProcess[str]:
+  return subprocess.run(
+      [sys.executable, '-m', 'tests.parity.record', *args],
+      cwd=_REPO,
+      capture_output=True,
+      text=True,
+      check=False,
+  )
+
+
+def differences(
+    got_dir: pathlib.Path, want_dir: pathlib.Path, name: str
+) -> list[str]:
+  """Where case `name` differs between two sets (empty: bit for bit).
+
+  Keys, dtypes and shapes must be equal, and every value's bits, but for
+  NaNs, which may differ in their payload (not in their places).
+  """
+  with (
+      np.load(got_dir / f'{name}.npz') as g,
+      np.load(want_dir / f'{name}.npz') as w,
+  ):
+    got = {k: g[k] for k in g.files}
+    want = {k: w[k] for k in w.files}
+  problems = []
+  if set(got) != set(want):
+    only_got = sorted(set(got) - set(want))[:5]
+    only_want = sorted(set(want) - set(got))[:5]
+    problems.append(f'keys: only recorded {only_got}, only shipped {only_want}')
+  for key in sorted(set(got) & set(want)):
+    a, b = got[key], want[key]
+    if (a.dtype, a.shape) != (b.dtype, b.shape):
+      problems.append(f'{key}: {a.dtype}{a.shape} != {b.dtype}{b.shape}')
+      continue
+    if a.tobytes() == b.tobytes():
+      continue
+    if a.dtype.kind == 'f' and np.array_equal(a, b, equal_nan=True):
+      if np.array_equal(np.signbit(a), np.signbit(b)):
+        continue  # NaN payloads only.
+    if a.dtype.kind == 'f':
+      diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+      bad = int(np.sum(a != b) - np.sum(np.isnan(a) & np.isnan(b)))
+      problems.append(
+          f'{key}: {bad} of {a.size} values differ, at most'
+          f' {np.nanmax(diff):.3g}'
+      )
+    else:
+      problems.append(f'{key}: {int(np.sum(a != b))} of {a.size} differ')
+  return problems
+
+
+def _shipped_root() -> pathlib.Path:
+  """Where the shipped sets are: `$DISCO_PARITY_SHIPPED`, else the goldens'."""
+  value = os.environ.get(SHIPPED_ENV)
+  return pathlib.Path(value).resolve() if value else golden.root_dir()
+
+
+def _shipped_sets(root: pathlib.Path) -> list[platforms.GoldenSet]:
+  return [s for s in platforms.golden_sets(root) if not _is_recorded(s)]
+
+
+def _matching_set() -> platforms.GoldenSet:
+  """The shipped set recorded on this kind of machine; skips if none."""
+  root = _shipped_root()
+  machine = platforms.read_machine()
+  shipped = _shipped_sets(root)
+  for golden_set in shipped:
+    if platforms.matches(machine, golden_set.recorded)[0]:
+      return golden_set
+  pytest.skip(
+      f'No shipped golden set in {root} was recorded on this kind of machine'
+      f' ({machine.describe()}; sets: {", ".join(s.name for s in shipped)}),'
+      ' so none can be reproduced bit for bit here.'
+  )
+
+
+def _is_recorded(golden_set: platforms.GoldenSet) -> bool:
+  """Whether a set was made by the recorder (not a shipped one)."""
+  path = golden_set.directory / platforms.PLATFORM_FILE
+  if not path.is_file():
+    return False
+  return json.loads(path.read_text()).get('recorder') == record.RECORDER
+
+
+def _check_reproduces(out: pathlib.Path, shipped: platforms.GoldenSet) -> None:
+  """`out` is `shipped` leaf for leaf, bit for bit, with its sidecars."""
+  names = record.spec_cases(shipped.directory)
+  assert names and names == record.spec_cases(out), 'the cases differ'
+  report = {}
+  for name in names:
+    problems = differences(out, shipped.directory, name)
+    if problems:
+      report[name] = problems
+  assert not report, f'Not bit for bit against set {shipped.name!r}:\n' + (
+      '\n'.join(f'{k}:\n  ' + '\n  '.join(v[:10]) for k, v in report.items())
+  )
+  (recorded_set,) = platforms.golden_sets(out)
+  assert platforms.matches(platforms.read_machine(), recorded_set.recorded)[0]
+  assert json.loads((out / platforms.PLATFORM_FILE).read_text())['spec'] == (
+      shipped.name
+  )
+  for name in names:
+    meta = json.loads((out / f'{name}.json').read_text())
+    spec = json.loads((shipped.directory / f'{name}.json').read_text())
+    assert set(meta['versions']) >= set(spec['versions'])
+    del meta['versions'], spec['versions']
+    assert meta == spec, name
+
+
+def test_recorded_set_reproduces_the_matching_shipped_set(tmp_path):
+  """The set `$DISCO_PARITY_RECORDED` (recorded here, e.g. by .ci/run).
+
+  Without shipped sets, where the goldens are a builtin recording, cheap
+  cases of it are recorded again and must be the same, bit for bit.
+  """
+  root = _shipped_root()
+  if _is_builtin(root) and not _shipped_sets(root):
+    _check_builtin_reproduces(root, tmp_path)
+    return
+  shipped = _matching_set()
+  given = os.environ.get(RECORDED_ENV)
+  if not given:
+    _unavailable(
+        f'${RECORDED_ENV} is not set: record a set first (python -m'
+        ' tests.parity.record --reference ../shared/reference --out DIR),'
+        ' or run `pytest -m slow tests/parity/test_record.py`, which records'
+        ' one.'
+    )
+  _check_reproduces(pathlib.Path(given).resolve(), shipped)
+
+
+@pytest.mark.slow
+def test_recorder_reproduces_the_matching_shipped_set(tmp_path):
+  """Records every case (minutes), then as above."""
+  shipped = _matching_set()
+  reference = reference_dir()
+  out = tmp_path / 'recorded'
+  result = _run_recorder(
+      '--reference', str(reference), '--out', str(out),
+      '--spec', str(shipped.directory),
+  )  # fmt: skip
+  assert result.returncode == 0, result.stdout + result.stderr
+  _check_reproduces(out, shipped)
+
+
+def test_refuses_this_projects_alias(tmp_path):
+  """--reference at this repository: its `disco_rl` serves `disco`."""
+  result = _run_recorder(
+      '--reference', str(_REPO), '--out', str(tmp_path / 'out'),
+      '--spec', builtin.NAME, '--cases', 'utils',
+  )  # fmt: skip
+  assert result.returncode == 2, result.stdout + result.stderr
+  assert 'not from the reference' in result.stderr, result.stderr
+  assert not (tmp_path / 'out' / 'utils.npz').exists()
+
+
+def test_refuses_a_directory_without_the_package(tmp_path):
+  result = _run_recorder(
+      '--reference', str(tmp_path), '--out', str(tmp_path / 'out'),
+      '--spec', builtin.NAME, '--cases', 'utils',
+  )  # fmt: skip
+  assert result.returncode == 2, result.stdout + result.stderr
+  assert f'No {record.PACKAGE} package' in result.stderr, result.stderr
+
+
+def _fake_modules(monkeypatch, files: dict[str, pathlib.Path]) -> None:
+  for name in [n for n in sys.modules if n.split('.')[0] == record.PACKAGE]:
+    monkeypatch.delitem(sys.modules, name)
+  for name, path in files.items():
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_provenance_is_each_modules_own_file(tmp_path, monkeypatch):
+  package = tmp_path / record.PACKAGE
+  own = {
+      record.PACKAGE: package / '__init__.py',
+      f'{record.PACKAGE}.agent': package / 'agent.py',
+      f'{record.PACKAGE}.value_fns': package / 'value_fns' / '__init__.py',
+      f'{record.PACKAGE}.value_fns.value_fn': (
+          package / 'value_fns' / 'value_fn.py'
+      ),
+  }
+  _fake_modules(monkeypatch, own)
+  assert record.check_provenance(tmp_path) == sorted(own)
+  # A module served from elsewhere under the same root (as the alias serves
+  # disco_rl.agent with disco/agent.py), or from outside it, is refused.
+  for elsewhere in (
+      tmp_path / 'disco' / 'agent.py',
+      _REPO / 'disco' / 'agent.py',
+  ):
+    _fake_modules(monkeypatch, {**own, f'{record.PACKAGE}.agent': elsewhere})
+    with pytest.raises(record.ProvenanceError, match='not from the reference'):
+      record.check_provenance(tmp_path)
+
+
+def test_loads_the_reference_where_the_alias_was_imported_first():
+  reference = reference_dir()
+  code = (
+      'import disco_rl.agent, sys, pathlib;'
+      'from tests.parity import record;'
+      f'ref = record.load_reference(pathlib.Path({str(reference)!r}));'
+      'print(ref.agent.__file__);'
+      'print(sys.modules["disco_rl.agent"].__file__)'
+  )
+  result = subprocess.run(
+      [sys.executable, '-c', code],
+      cwd=_REPO,
+      capture_output=True,
+      text=True,
+      check=False,
+  )
+  assert result.returncode == 0, result.stderr
+  for line in result.stdout.split():
+    assert pathlib.Path(line) == reference / record.PACKAGE / 'agent.py'
+
+
+# --- The builtin spec ---------------------------------------------------------
+
+# Cheap cases (seconds each): drawn inputs, rng keys, env runs.
+_CHEAP = (
+    'env_catch_cpu',
+    'env_catch_jittable_5x5',
+    'env_catch_jittable_8x8',
+    'input_transforms',
+    'optimizer_adam_sg_clip0p5',
+    'optimizer_adam_sg_clip1p0',
+    'utils',
+)
+# Every parity test of those cases (and of no other).
+_CHEAP_TESTS = (
+    'tests/parity/test_environments.py',
+    'tests/parity/test_input_transforms.py',
+    'tests/parity/test_optimizers.py',
+    'tests/parity/test_utils.py',
+)
+
+
+def _is_builtin(root: pathlib.Path) -> bool:
+  """Whether `root` holds a set recorded from the builtin spec."""
+  path = root / platforms.PLATFORM_FILE
+  if not path.is_file():
+    return False
+  return json.loads(path.read_text()).get('spec') == builtin.NAME
+
+
+def _record_builtin(out: pathlib.Path, cases: tuple[str, ...]) -> None:
+  result = _run_recorder(
+      '--reference', str(reference_dir()), '--out', str(out),
+      '--spec', builtin.NAME, '--cases', *cases,
+  )  # fmt: skip
+  assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _check_builtin_reproduces(root: pathlib.Path, tmp_path) -> None:
+  """Cheap cases of the builtin recording `root`, recorded again, are it."""
+  out = tmp_path / 'again'
+  _record_builtin(out, _CHEAP)
+  report = {n: differences(out, root, n) for n in _CHEAP}
+  report = {k: v for k, v in report.items() if v}
+  assert not report, f'Not bit for bit against {root}:\n' + '\n'.join(
+      f'{k}:\n  ' + '\n  '.join(v[:10]) for k, v in report.items()
+  )
+
+
+def test_builtin_spec_lists_every_case():
+  assert builtin.cases() == sorted(record.RECORDERS)
+  for name, entry in builtin.load().items():
+    assert entry['about'] and 'config' in entry, name
+    assert entry['outputs'] > 0, name
+    assert not any(record.is_output(name, k) for k in entry['inputs']), name
+
+
+def test_builtin_check_refuses_a_wrong_input():
+  keys = builtin.load()['env_catch_jittable_5x5']['inputs']
+  good = {
+      k: np.zeros(shape, np.dtype(dtype)) for k, (shape, dtype) in keys.items()
+  }
+  builtin.check('case', good, keys)
+  for bad in (
+      {**good, 'inputs/actions': good['inputs/actions'].astype(np.int64)},
+      {**good, 'inputs/actions': good['inputs/actions'][:-1]},
+      {k: v for k, v in good.items() if k != 'inputs/reset_rng'},
+      {**good, 'inputs/extra': np.zeros(())},
+  ):
+    with pytest.raises(ValueError):
+      builtin.check('case', bad, keys)
+
+
+def test_builtin_recording_is_complete_and_disco_matches_it(tmp_path):
+  """Cheap cases: every key the spec lists, then disco's tests, natively."""
+  out = tmp_path / 'builtin-set'
+  _record_builtin(out, _CHEAP)
+  spec = builtin.load()
+  assert sorted(record.spec_cases(out)) == sorted(_CHEAP)
+  for name in _CHEAP:
+    with np.load(out / f'{name}.npz') as npz:
+      arrays = {k: npz[k] for k in npz.files}
+    inputs = {k: v for k, v in arrays.items() if k in spec[name]['inputs']}
+    builtin.check(name, inputs, spec[name]['inputs'])
+    outputs = [k for k in arrays if record.is_output(name, k)]
+    assert len(outputs) == spec[name]['outputs'], name
+    assert len(arrays) == len(inputs) + len(outputs), name
+    meta = json.loads((out / f'{name}.json').read_text())
+    assert meta['config'] == spec[name]['config'], name
+    assert meta['keys'] == {
+        k: [list(v.shape), str(v.dtype)] for k, v in arrays.items()
+    }
+  (recorded,) = platforms.golden_sets(out)
+  assert platforms.matches(platforms.read_machine(), recorded.recorded)[0]
+  # Our library, fed the drawn inputs, equals the reference bit for bit.
+  environ = dict(os.environ, **{golden.PARITY_DIR_ENV: str(out)})
+  for name in (
+      platforms.PLATFORM_ENV,
+      platforms.MODE_ENV,
+      golden.REPORT_ENV,
+      golden.MUTATION_ENV,
+  ):
+    environ.pop(name, None)
+  result = subprocess.run(
+      [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
+       '-n', '0', *_CHEAP_TESTS],
+      cwd=_REPO, env=environ, capture_output=True, text=True, check=False,
+  )  # fmt: skip
+  tail = result.stdout[-3000:] + result.stderr[-2000:]
+  assert result.returncode == 0, tail
+  summary = result.stdout.strip().rsplit('\n', 1)[-1]
+  assert ' passed' in summary and 'skipped' not in summary, tail
+  assert ' native ' in result.stdout, tail
