@@ -19,6 +19,7 @@ import pytest
 import rlax
 
 from disco import agent as agent_lib
+from disco import meta_train as meta_train_api
 from disco import optimizers
 from disco.meta_train import maths as meta_train
 from disco.update_rules import disco as disco_rule
@@ -154,7 +155,10 @@ def _meta_loss_entropy_sign(mp: pytest.MonkeyPatch) -> None:
     cost = kwargs.pop('policy_entropy_cost', meta_train.POLICY_ENTROPY_COST)
     return original(*args, policy_entropy_cost=-cost, **kwargs)
 
-  mp.setattr(meta_train, 'calculate_meta_gradient', calculate_meta_gradient)
+  # Where `meta_update` reads it, and where the package re-exports it (the
+  # parity tests call `disco.meta_train.calculate_meta_gradient`).
+  for module in (meta_train, meta_train_api):
+    mp.setattr(module, 'calculate_meta_gradient', calculate_meta_gradient)
 
 
 def _meta_rnn_state_not_carried(mp: pytest.MonkeyPatch) -> None:
