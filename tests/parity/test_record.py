@@ -34,7 +34,9 @@ from tests.parity import golden
 from tests.parity import platforms
 from tests.parity import record
 
-pytestmark = pytest.mark.without_goldens
+# Slow: each test runs the reference in a process of its own (CI's 20
+# minutes: `pytest -m slow tests/parity/test_record.py`).
+pytestmark = [pytest.mark.without_goldens, pytest.mark.slow]
 
 _REPO = pathlib.Path(__file__).resolve().parents[2]
 RECORDED_ENV = 'DISCO_PARITY_RECORDED'
