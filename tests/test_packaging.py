@@ -21,7 +21,12 @@ _CONSTRAINTS = _REPO / '.ci' / 'constraints.txt'
 # The extras CI installs (.ci/run): their requirements must be pinned too.
 _CI_EXTRAS = ('test', 'docs')
 # Fields of a case's `versions` that are not distributions.
-_NOT_DISTRIBUTIONS = ('python', 'disco_rl_commit', 'platform')
+_NOT_DISTRIBUTIONS = (
+    'python',
+    'disco_rl_commit',
+    'disco_rl_source',
+    'platform',
+)
 
 
 def _name(name: str) -> str:

@@ -34,9 +34,9 @@ from tests.parity import golden
 from tests.parity import platforms
 from tests.parity import record
 
-# Slow: each test runs the reference in a process of its own (CI's 20
-# minutes: `pytest -m slow tests/parity/test_record.py`).
-pytestmark = [pytest.mark.without_goldens, pytest.mark.slow]
+# The two tests that record cases are slow (minutes each, past CI's 20:
+# `pytest -m slow tests/parity/test_record.py`); the rest take seconds.
+pytestmark = pytest.mark.without_goldens
 
 _REPO = pathlib.Path(__file__).resolve().parents[2]
 RECORDED_ENV = 'DISCO_PARITY_RECORDED'
@@ -351,6 +351,7 @@ def test_builtin_check_refuses_a_wrong_input():
       builtin.check('case', bad, keys)
 
 
+@pytest.mark.slow
 def test_builtin_recording_is_complete_and_disco_matches_it(tmp_path):
   """Cheap cases: every key the spec lists, then disco's tests, natively."""
   out = tmp_path / 'builtin-set'
