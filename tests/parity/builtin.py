@@ -18,6 +18,7 @@ on any machine from a clone of the reference alone:
 from collections.abc import Callable, Mapping
 import functools
 import json
+import os
 import pathlib
 from typing import Any
 import zlib
@@ -30,15 +31,34 @@ from tests.parity import record
 
 NAME = 'builtin'
 SPEC_FILE = pathlib.Path(__file__).with_name('builtin_spec.json')
+# Another spec of this format (e.g. variant.py's, other seeds and sizes), for
+# the recorder's `--spec FILE.json`.
+SPEC_ENV = 'DISCO_BUILTIN_SPEC'
 
 # Jittable Catch's step types (dm_env.StepType).
 _MID, _LAST = 1, 2
 
 
-@functools.cache
+def spec_file() -> pathlib.Path:
+  """`$DISCO_BUILTIN_SPEC` if set, else builtin_spec.json."""
+  value = os.environ.get(SPEC_ENV)
+  return pathlib.Path(value).resolve() if value else SPEC_FILE
+
+
+def label() -> str:
+  """The spec's name in a recording: `builtin`, or `builtin:<its file>`."""
+  path = spec_file()
+  return NAME if path == SPEC_FILE.resolve() else f'{NAME}:{path.name}'
+
+
 def load() -> dict[str, dict[str, Any]]:
   """{case: its entry (`about`, `config`, `inputs`, `outputs`, ...)}."""
-  return json.loads(SPEC_FILE.read_text())['cases']
+  return _load(spec_file())
+
+
+@functools.cache
+def _load(path: pathlib.Path) -> dict[str, dict[str, Any]]:
+  return json.loads(path.read_text())['cases']
 
 
 def cases() -> list[str]:

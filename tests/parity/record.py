@@ -1353,14 +1353,11 @@ def platform_record(
         f for f in _FLAGS_ABSENT if f not in machine.flags
     ]
   record['recorder'] = RECORDER
-  record['spec'] = spec.name if spec else builtin.NAME
+  record['spec'] = spec.name if spec else builtin.label()
   source = (
       f'the inputs and configs of set {spec.name!r}'
       if spec
-      else (
-          f'inputs drawn from the {builtin.NAME} spec'
-          f' ({builtin.SPEC_FILE.name})'
-      )
+      else f'inputs drawn from the spec {builtin.spec_file().name}'
   )
   record['note'] = (
       f'recorded {time.strftime("%Y-%m-%d")} by {RECORDER} from the'
@@ -1455,7 +1452,7 @@ def _sidecar(
   else:
     entry = builtin.load()[name]
     meta = dict(case=name, summary=entry['about'], config=entry['config'])
-    meta['spec'] = builtin.NAME
+    meta['spec'] = builtin.label()
     meta['keys'] = _key_list(arrays)
   meta['versions'] = versions(ref.root, meta.get('versions', {}))
   return meta
@@ -1520,9 +1517,11 @@ def main(argv: list[str] | None = None) -> int:
       '--spec',
       help=(
           f'the set whose cases to record, or {builtin.NAME!r}: inputs drawn'
-          f' here from tests/parity/{builtin.SPEC_FILE.name} (default: in'
-          ' $DISCO_PARITY_DIR, the set recorded on this kind of machine, else'
-          f' the main set; without a set there, {builtin.NAME})'
+          f' here from tests/parity/{builtin.SPEC_FILE.name}, or a spec file'
+          ' of that format (FILE.json; e.g. tests.parity.variant makes one'
+          ' with other seeds and sizes) (default: in $DISCO_PARITY_DIR, the'
+          ' set recorded on this kind of machine, else the main set; without'
+          f' a set there, {builtin.NAME})'
       ),
   )
   parser.add_argument('--cases', nargs='+', help='default: all of the spec')
@@ -1532,6 +1531,12 @@ def main(argv: list[str] | None = None) -> int:
   args = parser.parse_args(argv)
   spec: platforms.GoldenSet | None
   if args.spec == builtin.NAME:
+    spec = None
+  elif args.spec is not None and args.spec.endswith('.json'):
+    spec_file = pathlib.Path(args.spec).resolve()
+    if not spec_file.is_file():
+      parser.error(f'No spec file {spec_file}.')
+    os.environ[builtin.SPEC_ENV] = str(spec_file)
     spec = None
   elif args.spec is not None:
     spec_dir = pathlib.Path(args.spec).resolve()
@@ -1545,7 +1550,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = default_spec(pathlib.Path(root).resolve() if root else None)
   if spec is None:
     print(
-        f'Spec: {builtin.NAME} ({builtin.SPEC_FILE}): inputs drawn here',
+        f'Spec: {builtin.label()} ({builtin.spec_file()}): inputs drawn here',
         flush=True,
     )
   else:

@@ -33,6 +33,7 @@ from tests.parity import builtin
 from tests.parity import golden
 from tests.parity import platforms
 from tests.parity import record
+from tests.parity import variant
 
 # The two tests that record cases are slow (minutes each, past CI's 20:
 # `pytest -m slow tests/parity/test_record.py`); the rest take seconds.
@@ -308,10 +309,12 @@ def _is_builtin(root: pathlib.Path) -> bool:
   return json.loads(path.read_text()).get('spec') == builtin.NAME
 
 
-def _record_builtin(out: pathlib.Path, cases: tuple[str, ...]) -> None:
+def _record_builtin(
+    out: pathlib.Path, cases: tuple[str, ...], spec: str = builtin.NAME
+) -> None:
   result = _run_recorder(
       '--reference', str(reference_dir()), '--out', str(out),
-      '--spec', builtin.NAME, '--cases', *cases,
+      '--spec', spec, '--cases', *cases,
   )  # fmt: skip
   assert result.returncode == 0, result.stdout + result.stderr
 
@@ -351,11 +354,49 @@ def test_builtin_check_refuses_a_wrong_input():
       builtin.check('case', bad, keys)
 
 
+def test_variant_moves_every_seed_and_the_sizes_it_lists():
+  spec = json.loads(builtin.SPEC_FILE.read_text())
+  other = variant.variant(spec, 7)
+  assert set(other['cases']) == set(spec['cases'])
+  for name, entry in other['cases'].items():
+    was = spec['cases'][name]
+    assert entry['config']['seed'] == was['config'].get('seed', 0) + 7, name
+    if name not in variant.SIZES:
+      assert entry['inputs'] == was['inputs'], name
+      continue
+    assert entry['config'] != was['config'], name
+    shapes = {k: s for k, (s, _) in entry['inputs'].items()}
+    assert not shapes or shapes != {
+        k: s for k, (s, _) in was['inputs'].items()
+    }, name
+  small = other['cases']['agent_disco_small']['config']
+  assert other['cases']['agent_disco_small']['inputs'][
+      'inputs/rollouts/0/observations'
+  ][0] == [
+      small['rollout_len_T_plus_1'], small['batch'], small['catch_rows'],
+      small['catch_columns'], 1,
+  ]  # fmt: skip
+  assert other['cases']['eval_curve_catch']['config']['rng'] == 'PRNGKey(7)'
+
+
 @pytest.mark.slow
-def test_builtin_recording_is_complete_and_disco_matches_it(tmp_path):
-  """Cheap cases: every key the spec lists, then disco's tests, natively."""
+@pytest.mark.parametrize(
+    'other_sizes', [False, True], ids=['builtin', 'variant']
+)
+def test_builtin_recording_is_complete_and_disco_matches_it(
+    tmp_path, monkeypatch, other_sizes
+):
+  """Cheap cases: every key the spec lists, then disco's tests, natively.
+
+  Of the builtin spec, and of variant.py's (other seeds and sizes).
+  """
+  spec_arg = builtin.NAME
+  if other_sizes:
+    spec_arg = str(tmp_path / 'other.json')
+    assert variant.main(['--out', spec_arg]) == 0
+    monkeypatch.setenv(builtin.SPEC_ENV, spec_arg)
   out = tmp_path / 'builtin-set'
-  _record_builtin(out, _CHEAP)
+  _record_builtin(out, _CHEAP, spec_arg)
   spec = builtin.load()
   assert sorted(record.spec_cases(out)) == sorted(_CHEAP)
   for name in _CHEAP:
