@@ -248,6 +248,31 @@ def _ratio(error: float, allowed: float) -> float:
   return error / allowed if allowed > 0.0 else float('inf')
 
 
+def ema_mean_floor(
+    want: Mapping[str, np.ndarray], rtol: float, atol: float = 0.0
+) -> dict[str, float]:
+  """Per key: `atol`, and for a moving average's first moment, its scale.
+
+  An `EmaState`'s `moment1` is (1 - decay_product) times a mean of signed
+  values, which can pass near zero; its rounding error follows the values'
+  size, which `moment2` holds: sqrt((1 - decay_product) moment2), the first
+  moment's RMS scale. So `moment1` gets the floor `rtol` times that scale
+  (the TD mean of a Disco103 unroll: 3e-4, scale 8e-3).
+  """
+  out = {}
+  for key in want:
+    out[key] = atol
+    if not key.endswith('moment1'):
+      continue
+    stem = key[: -len('moment1')]
+    if f'{stem}moment2' in want and f'{stem}decay_product' in want:
+      weight = 1.0 - np.asarray(want[f'{stem}decay_product'], np.float64)
+      moment2 = np.asarray(want[f'{stem}moment2'], np.float64)
+      scale = float(np.sqrt(np.max(weight * np.maximum(moment2, 0.0))))
+      out[key] = max(atol, rtol * scale)
+  return out
+
+
 def assert_close(
     got: Mapping[str, Any],
     expected: Mapping[str, np.ndarray],

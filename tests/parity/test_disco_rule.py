@@ -14,7 +14,10 @@ Cross-platform mode: the initial parameters norm-wise at the manifest's
 rtol 1e-6 for an implementation that does not draw the same bits (an
 emulated platform without FMA rounds the truncated normals differently:
 1.3e-7); the unrolls norm-wise per leaf, rtol 1e-3 and a root-mean-square
-floor of 1e-6 for the outputs, rtol 1e-4 for the meta-state. The reference
+floor of 1e-6 for the outputs, rtol 1e-4 for the meta-state (its moving
+averages' first moments against their RMS scale, `golden.ema_mean_floor`:
+with other seeds the TD mean is 3e-4, and without FMA it moves by 1.2e-7,
+4 times rtol 1e-4 of itself and 0.16 of the floor). The reference
 on an AVX2 and on an AVX-512 machine differs by up to 1.4e-4 in the outputs
 (q-value differences qv_adv = q - v), we measure 4.9e-5 (1.2e-4 without
 FMA) and 1e-6 in the meta-state (1e-5 without FMA); the 0.99-discount bug
@@ -191,9 +194,12 @@ def test_unroll_meta_net():
           ('meta_state', meta_state, meta_state_tol),
       ):
         prefix = f'expected/call/{i}/{part}'
+        want = case.subtree(prefix)
+        if part == 'meta_state' and case.cross:
+          tol = dict(tol, atol=golden.ema_mean_floor(want, **tol))
         check(
             golden.flatten(got),
-            case.subtree(prefix),
+            want,
             **tol,
             case=case,
             label=prefix,

@@ -60,7 +60,7 @@ SIZES: dict[str, tuple[dict[str, Any], dict[int, int]]] = {
     ),  # fmt: skip
     'eval_curve_catch': (
         {'num_steps': 80, 'batch_size': 32, 'buffer/min_buffer_size': 32,
-         'rollout_len': 20, 'num_envs': 4, 'catch_rows': 6,
+         'rollout_len': 20, 'replay_ratio': 8, 'num_envs': 4, 'catch_rows': 6,
          'catch_columns': 7},
         {},
     ),  # fmt: skip
