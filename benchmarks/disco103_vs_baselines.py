@@ -443,7 +443,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
   parser.add_argument(
       '--include-partial',
       action='store_true',
-      help='report stopped runs too, up to their last checkpoint',
+      help=(
+          'report stopped runs too, up to their last checkpoint (their'
+          ' last log row, run without checkpoints)'
+      ),
   )
   parser.add_argument('--no-progress', action='store_true')
 

@@ -14,8 +14,12 @@
 #      checkpoint could not outlive the call), stopped at the deadline with
 #      its log rows kept as a partial record.
 # GPU_ENV and GPU_ALGOS run another environment or rule the same way, e.g.
-# GPU_ENV=gymnax:Breakout-MinAtar GPU_ALGOS="disco actor_critic" (the
-# `atari` protocol, the old runs' 1,452,610 steps; GPU_ENV_STEPS=1452610).
+# GPU_ENV=gymnax:Breakout-MinAtar GPU_ALGOS="disco actor_critic"
+# GPU_ENV_STEPS=1452610 GPU_SKIP_COST=1 (the `atari` protocol at the old
+# runs' 1,452,610 steps; GPU_SKIP_COST skips step 1, which times Craftax's
+# rollout). GPU_PRESET and GPU_AGENT set step 1's preset and agent
+# (default crafter, craftax_frames); GPU_SEEDS (default "0 1 2") and
+# GPU_DEADLINE_S (default 530) the seeds and the run's deadline.
 # Everything comes back in $OUT: log.txt, rollout_cost_gpu.csv, the report
 # (results, summary, comparison, curves: CSV and PNG) and runs.tgz.
 #

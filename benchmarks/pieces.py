@@ -275,8 +275,9 @@ def write_partial(
 ) -> None:
   """A stopped run's record so far: its latest checkpoint's logs, or `rows`.
 
-  Status `partial`; `--report` leaves it out unless asked. The checkpoint
-  stays the run's state: the next command resumes from it.
+  Status `partial`; `--report` leaves it out unless asked. With
+  checkpoints, the checkpoint stays the run's state and the next command
+  resumes from it; without, the rows are all that is kept.
   """
   from disco import logs as logs_lib  # pylint: disable=g-import-not-at-top
 

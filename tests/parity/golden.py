@@ -38,7 +38,7 @@ _HOW_TO_GET = (
 )
 
 
-def _missing(message: str) -> None:
+def missing(message: str) -> None:
   message = message + ' ' + _HOW_TO_GET.format(env=PARITY_DIR_ENV)
   if os.environ.get('CI'):
     pytest.fail(message, pytrace=False)
@@ -49,10 +49,10 @@ def root_dir() -> pathlib.Path:
   """The main goldens' directory; fails (CI) or skips (elsewhere) if unset."""
   value = os.environ.get(PARITY_DIR_ENV)
   if not value:
-    _missing(f'${PARITY_DIR_ENV} is not set.')
+    missing(f'${PARITY_DIR_ENV} is not set.')
   path = pathlib.Path(value).resolve()
   if not path.is_dir():
-    _missing(f'${PARITY_DIR_ENV}={value} is not a directory.')
+    missing(f'${PARITY_DIR_ENV}={value} is not a directory.')
   return path
 
 
@@ -140,7 +140,7 @@ class Case:
     json_path = directory / f'{name}.json'
     for path in (npz_path, json_path):
       if not path.is_file():
-        _missing(f'Golden case file {path} is missing.')
+        missing(f'Golden case file {path} is missing.')
     with np.load(npz_path, allow_pickle=False) as npz:
       self.arrays: dict[str, np.ndarray] = {k: npz[k] for k in npz.files}
     self.meta: dict[str, Any] = json.loads(json_path.read_text())

@@ -269,6 +269,20 @@ def _recorded_jaxlib(directory: pathlib.Path) -> str | None:
   return None
 
 
+# PLATFORM.json's `recorder` in a set made by tests/parity/record.py.
+RECORDER = 'tests.parity.record'
+# Where .ci/run keeps the shipped sets while the suite runs against its own.
+SHIPPED_ENV = 'DISCO_PARITY_SHIPPED'
+
+
+def is_recording(golden_set: GoldenSet) -> bool:
+  """Whether a set was made by the recorder here (not a shipped one)."""
+  path = golden_set.directory / PLATFORM_FILE
+  if not path.is_file():
+    return False
+  return json.loads(path.read_text()).get('recorder') == RECORDER
+
+
 def golden_sets(root: pathlib.Path) -> tuple[GoldenSet, ...]:
   """The sets in `root` (if it holds cases) and in `root/platforms/*/`.
 

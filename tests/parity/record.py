@@ -1324,7 +1324,7 @@ _FLAGS = (
     'sve',
 )
 _FLAGS_ABSENT = ('fma', 'avx2', 'avx512f')
-RECORDER = 'tests.parity.record'
+RECORDER = platforms.RECORDER
 
 
 def platform_record(

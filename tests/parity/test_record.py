@@ -41,7 +41,7 @@ pytestmark = pytest.mark.without_goldens
 
 _REPO = pathlib.Path(__file__).resolve().parents[2]
 RECORDED_ENV = 'DISCO_PARITY_RECORDED'
-SHIPPED_ENV = 'DISCO_PARITY_SHIPPED'
+SHIPPED_ENV = platforms.SHIPPED_ENV
 
 
 def _unavailable(message: str) -> None:
@@ -120,7 +120,9 @@ def _shipped_root() -> pathlib.Path:
 
 
 def _shipped_sets(root: pathlib.Path) -> list[platforms.GoldenSet]:
-  return [s for s in platforms.golden_sets(root) if not _is_recorded(s)]
+  return [
+      s for s in platforms.golden_sets(root) if not platforms.is_recording(s)
+  ]
 
 
 def _matching_set() -> platforms.GoldenSet:
@@ -136,14 +138,6 @@ def _matching_set() -> platforms.GoldenSet:
       f' ({machine.describe()}; sets: {", ".join(s.name for s in shipped)}),'
       ' so none can be reproduced bit for bit here.'
   )
-
-
-def _is_recorded(golden_set: platforms.GoldenSet) -> bool:
-  """Whether a set was made by the recorder (not a shipped one)."""
-  path = golden_set.directory / platforms.PLATFORM_FILE
-  if not path.is_file():
-    return False
-  return json.loads(path.read_text()).get('recorder') == record.RECORDER
 
 
 def _check_reproduces(out: pathlib.Path, shipped: platforms.GoldenSet) -> None:
@@ -179,7 +173,9 @@ def test_recorded_set_reproduces_the_matching_shipped_set(tmp_path):
   from the builtin spec where it was made from it, else from its own inputs.
   """
   root = _shipped_root()
-  recorded = [s for s in platforms.golden_sets(root) if _is_recorded(s)]
+  recorded = [
+      s for s in platforms.golden_sets(root) if platforms.is_recording(s)
+  ]
   if recorded and not _shipped_sets(root):
     _check_recorded_again(root, tmp_path)
     return

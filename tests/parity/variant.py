@@ -12,9 +12,11 @@ shipped ones are, so it checks that the parity suite takes every size and
 seed from a case's config and inputs, and that the cross-platform
 tolerances, set from the shipped sets' spread, hold for other draws.
 
-The cases left out of `SIZES` keep their sizes (their inputs hold network
-parameters, whose shapes follow the architecture, not a batch or time size);
-their seeds move like every other case's, and those without a seed get one.
+The cases left out of `SIZES` keep their sizes: the eval-size agent (its
+sizes are its point), the meta-network's unroll and the meta-gradient cases
+(their inputs hold network parameters and states, whose shapes follow the
+architecture), and two without sized inputs. Their seeds move like every
+other case's, and a case without a seed gets one.
 """
 
 import argparse
