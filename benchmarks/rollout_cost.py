@@ -24,6 +24,7 @@ import pathlib
 import platform
 import sys
 import time
+from typing import Any
 
 COLUMNS = (
     'preset',
@@ -90,6 +91,21 @@ def measure(
   )
 
 
+def _append(path: pathlib.Path, header: str, row: dict[str, Any]) -> None:
+  """Adds `row` to the CSV at `path`, headed by `header` if it is new."""
+  new = not path.exists()
+  path.parent.mkdir(parents=True, exist_ok=True)
+  with open(path, 'a', newline='') as f:
+    if new:
+      f.write(header + '\n')
+    writer = csv.DictWriter(f, COLUMNS)
+    if new:
+      writer.writeheader()
+    writer.writerow(
+        {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
+    )
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--preset', default='crafter')
@@ -111,7 +127,8 @@ def main(argv=None) -> int:
       f' JAX {jax.__version__}; {time.strftime("%Y-%m-%d")}'
   )
   print(header, flush=True)
-  rows = []
+  if args.out is not None:
+    args.out.unlink(missing_ok=True)  # Written afresh, as before.
   for num_envs in args.num_envs:
     for num_seeds in args.num_seeds:
       row = measure(
@@ -123,7 +140,6 @@ def main(argv=None) -> int:
           args.chunk,
           args.chunks,
       )
-      rows.append(row)
       print(
           ', '.join(
               f'{k}={v:.4g}' if isinstance(v, float) else f'{k}={v}'
@@ -131,17 +147,9 @@ def main(argv=None) -> int:
           ),
           flush=True,
       )
-  if args.out is not None:
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, 'w', newline='') as f:
-      f.write(header + '\n')
-      writer = csv.DictWriter(f, COLUMNS)
-      writer.writeheader()
-      for row in rows:
-        writer.writerow({
-            k: round(v, 4) if isinstance(v, float) else v
-            for k, v in row.items()
-        })
+      if args.out is not None:
+        # Row by row: a measurement stopped by a deadline keeps the others.
+        _append(args.out, header, row)
   return 0
 
 
