@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Issue 38 item 5 on a lent GPU, in one call of at most ~9 minutes: the
+# reference recorded on the GPU, whether the GPU reproduces itself, and the
+# parity suite there, natively and against the CPU sets.
+#   1. record: the reference (.gpu/reference) on the cases of the main set
+#      (.gpu/parity) into $OUT/gpu-a;
+#   2. again: the cheap cases (GPU_PARITY_AGAIN) into $OUT/gpu-b, compared
+#      with gpu-a bit for bit (run-to-run reproducibility on one GPU);
+#   3. native: the parity suite against gpu-a (a GPU recording matches this
+#      GPU's kind);
+#   4. cross: the parity suite against the CPU sets in .gpu/parity.
+# Each step stops at its deadline (GPU_PARITY_DEADLINES, seconds after the
+# start); GPU_PARITY_STEPS picks steps (default "record again native
+# cross"; "native cross" with GPU_PARITY_RECORDED=DIR reuses a recording
+# carried from an earlier call). Everything comes back in $OUT: log.txt,
+# the recordings, again.txt, and the suites' JSON-lines reports.
+#
+# Before the call (all git-ignored; carry [".whl", ".gpu"], 64 MiB in all):
+#   .whl/  the wheels of benchmarks/gpu_setup.sh (docs/benchmarks.md);
+#   .gpu/disco_103.npz, and .gpu/reference, a copy of ../shared/reference;
+#   .gpu/parity: the main set's files and platforms/avx2 (46 MB; the third
+#   set does not fit beside them: compare it in a second call);
+#   pytest and pytest-xdist, if the device's image lacks them, as wheels.
+# The recorder, like the suite, runs matmuls at 'highest' precision there.
+# Tried on the CPU at a tiny budget with:
+#   SKIP_INSTALL=1 OUT=/tmp/out GPU_PARITY_CASES=utils \
+#     GPU_PARITY_AGAIN=utils GPU_PARITY_TESTS=tests/parity/test_utils.py \
+#     bash benchmarks/gpu_parity.sh
+set -u
+start=$(date +%s)
+elapsed() { echo $(($(date +%s) - start)); }
+left() { local t=$(($1 - $(elapsed))); echo $((t > 1 ? t : 1)); }
+PY="${PY:-python3}"
+STEPS="${GPU_PARITY_STEPS:-record again native cross}"
+read -r D_RECORD D_AGAIN D_NATIVE D_CROSS \
+  <<<"${GPU_PARITY_DEADLINES:-260 330 440 560}"
+AGAIN="${GPU_PARITY_AGAIN:-utils input_transforms optimizer_adam_sg_clip0p5 value_utils_estimators value_utils_get_value_outs_disco disco_unroll_meta_net agent_disco_small}"
+TESTS="${GPU_PARITY_TESTS:-tests/parity}"
+WORKERS="${GPU_PARITY_WORKERS:-4}"   # pytest-xdist's -n; 0: without xdist
+xdist=()
+((WORKERS > 0)) && xdist=(-n "${WORKERS}")
+SPEC="${PWD}/.gpu/parity"
+RECORDED="${GPU_PARITY_RECORDED:-${OUT}/gpu-a}"
+LOG="${OUT}/log.txt"
+# shellcheck source=benchmarks/gpu_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh"
+export DISCO_REFERENCE="${PWD}/.gpu/reference"
+cases=()
+[[ -n "${GPU_PARITY_CASES:-}" ]] && read -r -a cases <<<"${GPU_PARITY_CASES}"
+# shellcheck disable=SC2206
+again=(${AGAIN})
+{
+  nvidia-smi -L 2>/dev/null
+  "${PY}" -c 'import jax; print("jax", jax.__version__, jax.devices())' \
+    || exit 1
+  for step in ${STEPS}; do
+    case "${step}" in
+      record)
+        timeout -s INT -k 10 "$(left "${D_RECORD}")" "${PY}" \
+          -m tests.parity.record --spec "${SPEC}" --out "${OUT}/gpu-a" \
+          --set-name gpu-a ${cases[@]+--cases "${cases[@]}"}
+        ;;
+      again)
+        timeout -s INT -k 10 "$(left "${D_AGAIN}")" "${PY}" \
+          -m tests.parity.record --spec "${OUT}/gpu-a" --out "${OUT}/gpu-b" \
+          --set-name gpu-b --cases "${again[@]}"
+        "${PY}" - "${OUT}/gpu-a" "${OUT}/gpu-b" "${again[@]}" <<'EOF' \
+          | tee "${OUT}/again.txt"
+import pathlib, sys
+from tests.parity import test_record
+a, b = (pathlib.Path(p) for p in sys.argv[1:3])
+for name in sys.argv[3:]:
+  if not (b / f'{name}.npz').exists():
+    print(f'{name}: not recorded again (deadline)')
+    continue
+  problems = test_record.differences(b, a, name)
+  print(f'{name}: ' + ('bit for bit' if not problems else
+                       f'{len(problems)} keys differ: ' + '; '.join(problems[:3])))
+EOF
+        ;;
+      native)
+        DISCO_PARITY_DIR="${RECORDED}" DISCO_PARITY_MODE=native \
+          DISCO_PARITY_REPORT="${OUT}/native.jsonl" \
+          timeout -s INT -k 10 "$(left "${D_NATIVE}")" "${PY}" -m pytest \
+          -q -p no:cacheprovider ${xdist[@]+"${xdist[@]}"} ${TESTS} \
+          --ignore=tests/parity/test_record.py | tail -n 40
+        ;;
+      cross)
+        DISCO_PARITY_DIR="${SPEC}" DISCO_PARITY_MODE=cross \
+          DISCO_PARITY_REPORT="${OUT}/cross.jsonl" \
+          timeout -s INT -k 10 "$(left "${D_CROSS}")" "${PY}" -m pytest \
+          -q -p no:cacheprovider ${xdist[@]+"${xdist[@]}"} ${TESTS} \
+          --ignore=tests/parity/test_record.py | tail -n 40
+        ;;
+      *) echo "unknown step ${step}" ;;
+    esac
+    echo "[$(elapsed) s] ${step} stopped or done"
+  done
+} 2>&1 | tee "${LOG}"
+echo "[$(elapsed) s] end"
