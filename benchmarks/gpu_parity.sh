@@ -49,6 +49,15 @@ cases=()
 [[ -n "${GPU_PARITY_CASES:-}" ]] && read -r -a cases <<<"${GPU_PARITY_CASES}"
 # shellcheck disable=SC2206
 again=(${AGAIN})
+# The parity suite in mode $1 against the set(s) in $2, until deadline $3.
+suite() {
+  # shellcheck disable=SC2086
+  DISCO_PARITY_DIR="$2" DISCO_PARITY_MODE="$1" \
+    DISCO_PARITY_REPORT="${OUT}/$1.jsonl" \
+    timeout -s INT -k 10 "$(left "$3")" "${PY}" -m pytest \
+    -q -p no:cacheprovider ${xdist[@]+"${xdist[@]}"} ${TESTS} \
+    --ignore=tests/parity/test_record.py | tail -n 40
+}
 {
   nvidia-smi -L 2>/dev/null
   "${PY}" -c 'import jax; print("jax", jax.__version__, jax.devices())' \
@@ -78,20 +87,8 @@ for name in sys.argv[3:]:
                        f'{len(problems)} keys differ: ' + '; '.join(problems[:3])))
 EOF
         ;;
-      native)
-        DISCO_PARITY_DIR="${RECORDED}" DISCO_PARITY_MODE=native \
-          DISCO_PARITY_REPORT="${OUT}/native.jsonl" \
-          timeout -s INT -k 10 "$(left "${D_NATIVE}")" "${PY}" -m pytest \
-          -q -p no:cacheprovider ${xdist[@]+"${xdist[@]}"} ${TESTS} \
-          --ignore=tests/parity/test_record.py | tail -n 40
-        ;;
-      cross)
-        DISCO_PARITY_DIR="${SPEC}" DISCO_PARITY_MODE=cross \
-          DISCO_PARITY_REPORT="${OUT}/cross.jsonl" \
-          timeout -s INT -k 10 "$(left "${D_CROSS}")" "${PY}" -m pytest \
-          -q -p no:cacheprovider ${xdist[@]+"${xdist[@]}"} ${TESTS} \
-          --ignore=tests/parity/test_record.py | tail -n 40
-        ;;
+      native) suite native "${RECORDED}" "${D_NATIVE}" ;;
+      cross) suite cross "${SPEC}" "${D_CROSS}" ;;
       *) echo "unknown step ${step}" ;;
     esac
     echo "[$(elapsed) s] ${step} stopped or done"
