@@ -3,17 +3,23 @@
 # reference recorded on the GPU, whether the GPU reproduces itself, and the
 # parity suite there, natively and against the CPU sets.
 #   1. record: the reference (.gpu/reference) on the cases of the main set
-#      (.gpu/parity) into $OUT/gpu-a;
+#      (.gpu/parity) into $OUT/gpu-a, in GPU_PARITY_PROCS processes side by
+#      side (default 4; compiling is the host's work, and it has 16 cores;
+#      the eval curve alone takes 182 s on an H100);
 #   2. again: the cheap cases (GPU_PARITY_AGAIN) into $OUT/gpu-b, compared
 #      with gpu-a bit for bit (run-to-run reproducibility on one GPU);
 #   3. native: the parity suite against gpu-a (a GPU recording matches this
-#      GPU's kind);
-#   4. cross: the parity suite against the CPU sets in .gpu/parity.
+#      GPU's kind; as a GPU does not reproduce itself bit for bit, the suite
+#      holds native mode there to cross-platform tolerances);
+#   4. cross: the parity suite against the CPU sets in .gpu/parity, beside
+#      native when both are asked for (one deadline, D_CROSS, for both).
 # Each step stops at its deadline (GPU_PARITY_DEADLINES, seconds after the
 # start); GPU_PARITY_STEPS picks steps (default "record again native
 # cross"; "native cross" with GPU_PARITY_RECORDED=DIR reuses a recording
-# carried from an earlier call). Everything comes back in $OUT: log.txt,
-# the recordings, again.txt, and the suites' JSON-lines reports.
+# carried from an earlier call). XLA_FLAGS passes through, e.g.
+# --xla_gpu_deterministic_ops=true for steps "record again". Everything comes
+# back in $OUT: log.txt, the recordings (recordings.tgz), again.txt, and the
+# suites' JSON-lines reports and their summary.csv (tests/parity/report.py).
 #
 # Before the call (all git-ignored; carry [".whl", ".gpu"], 64 MiB in all):
 #   .whl/  the wheels of benchmarks/gpu_setup.sh (docs/benchmarks.md);
@@ -33,9 +39,10 @@ left() { local t=$(($1 - $(elapsed))); echo $((t > 1 ? t : 1)); }
 PY="${PY:-python3}"
 STEPS="${GPU_PARITY_STEPS:-record again native cross}"
 read -r D_RECORD D_AGAIN D_NATIVE D_CROSS \
-  <<<"${GPU_PARITY_DEADLINES:-260 330 440 560}"
+  <<<"${GPU_PARITY_DEADLINES:-200 260 500 500}"
 AGAIN="${GPU_PARITY_AGAIN:-utils input_transforms optimizer_adam_sg_clip0p5 value_utils_estimators value_utils_get_value_outs_disco disco_unroll_meta_net agent_disco_small}"
 TESTS="${GPU_PARITY_TESTS:-tests/parity}"
+PROCS="${GPU_PARITY_PROCS:-4}"
 WORKERS="${GPU_PARITY_WORKERS:-4}"   # pytest-xdist's -n; 0: without xdist
 xdist=()
 ((WORKERS > 0)) && xdist=(-n "${WORKERS}")
@@ -65,11 +72,40 @@ suite() {
   for step in ${STEPS}; do
     case "${step}" in
       record)
-        timeout -s INT -k 10 "$(left "${D_RECORD}")" "${PY}" \
-          -m tests.parity.record --spec "${SPEC}" --out "${OUT}/gpu-a" \
-          --set-name gpu-a ${cases[@]+--cases "${cases[@]}"}
+        # The cases in PROCS groups of about equal time (longest first, each
+        # to the least loaded group), by their times on an H100 (s; others 5).
+        mapfile -t groups < <("${PY}" - "${PROCS}" "${SPEC}" \
+          ${cases[@]+"${cases[@]}"} <<'EOF'
+import pathlib, sys
+procs, spec, names = int(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3:]
+names = names or sorted(p.stem for p in spec.glob('*.npz'))
+cost = dict(eval_curve_catch=182, meta_gradient_random=86,
+            agent_full_eval_config=76, meta_gradient_disco103=41,
+            disco_unroll_meta_net=38, agent_disco_small=20,
+            value_utils_categorical_and_losses=14, agent_actor_critic_small=13,
+            value_function=10)
+groups = [[0, []] for _ in range(procs)]
+for name in sorted(names, key=lambda n: -cost.get(n, 5)):
+  group = min(groups, key=lambda g: g[0])
+  group[0] += cost.get(name, 5)
+  group[1].append(name)
+print('\n'.join(' '.join(g[1]) for g in groups if g[1]))
+EOF
+        )
+        pids=()
+        for line in "${groups[@]}"; do
+          read -r -a group <<<"${line}"
+          timeout -s INT -k 10 "$(left "${D_RECORD}")" "${PY}" \
+            -m tests.parity.record --spec "${SPEC}" --out "${OUT}/gpu-a" \
+            --set-name gpu-a --cases "${group[@]}" &
+          pids+=($!)
+        done
+        wait "${pids[@]}"
         ;;
       again)
+        # Only the cases the record step wrote (it may have met its deadline).
+        mapfile -t again < <(for c in "${again[@]}"; do
+          [[ -e "${OUT}/gpu-a/${c}.npz" ]] && echo "${c}"; done)
         timeout -s INT -k 10 "$(left "${D_AGAIN}")" "${PY}" \
           -m tests.parity.record --spec "${OUT}/gpu-a" --out "${OUT}/gpu-b" \
           --set-name gpu-b --cases "${again[@]}"
@@ -87,11 +123,28 @@ for name in sys.argv[3:]:
                        f'{len(problems)} keys differ: ' + '; '.join(problems[:3])))
 EOF
         ;;
-      native) suite native "${RECORDED}" "${D_NATIVE}" ;;
-      cross) suite cross "${SPEC}" "${D_CROSS}" ;;
+      native)
+        if [[ " ${STEPS} " == *" cross "* ]]; then
+          suite cross "${SPEC}" "${D_CROSS}" >"${OUT}/cross.txt" 2>&1 &
+          cross_pid=$!
+          suite native "${RECORDED}" "${D_CROSS}"
+          wait "${cross_pid}"
+          echo "cross:"; cat "${OUT}/cross.txt"
+        else
+          suite native "${RECORDED}" "${D_NATIVE}"
+        fi
+        ;;
+      cross)
+        [[ " ${STEPS} " == *" native "* ]] || suite cross "${SPEC}" "${D_CROSS}"
+        ;;
       *) echo "unknown step ${step}" ;;
     esac
     echo "[$(elapsed) s] ${step} stopped or done"
   done
 } 2>&1 | tee "${LOG}"
+compgen -G "${OUT}/*.jsonl" >/dev/null && "${PY}" -m tests.parity.report \
+  "${OUT}"/*.jsonl --out "${OUT}/summary.csv"
+# Fewer files come back than a recording holds: the recordings as one archive.
+(cd "${OUT}" && tar czf recordings.tgz gpu-a gpu-b 2>/dev/null \
+  && rm -rf gpu-a gpu-b)
 echo "[$(elapsed) s] end"

@@ -9,6 +9,7 @@ import pytest
 
 from tests.parity import golden
 from tests.parity import mutations
+from tests.parity import report
 
 pytestmark = pytest.mark.without_goldens
 
@@ -23,6 +24,38 @@ def test_pick_by_mode_and_backend(monkeypatch):
   monkeypatch.setattr(golden.jax, 'default_backend', lambda: 'gpu')
   assert case.pick(native=1, cross=2, accelerator=3) == 3
   assert case.pick(native=1, cross=2) == 2
+
+
+def test_native_mode_on_a_gpu_takes_cross_tolerances(monkeypatch):
+  monkeypatch.setattr(golden.jax, 'default_backend', lambda: 'cpu')
+  assert golden.cross_reason(golden.NATIVE) is None
+  assert golden.cross_reason(golden.CROSS) is None
+  monkeypatch.setattr(golden.jax, 'default_backend', lambda: 'gpu')
+  assert golden.cross_reason(golden.NATIVE) == golden.GPU_NOT_REPRODUCIBLE
+  assert golden.cross_reason(golden.CROSS) is None
+
+
+def test_report_summary_counts_and_finds_the_worst(tmp_path):
+  rows = [
+      dict(case='a', set='main', mode='cross', leaf='x', ratio=0.0),
+      dict(case='a', set='main', mode='cross', leaf='y', ratio=1.5),
+      dict(case='a', set='main', mode='cross', leaf='z', ratio=0.2),
+      dict(case='a', set='main', mode='cross', leaf='x', ratio=9.0,
+           mutation='bug'),
+      dict(case='a', set='avx2', mode='cross', leaf='x', ratio=0.0),
+  ]  # fmt: skip
+  summary = report.summarise(rows)
+  assert [(r['set'], r['comparisons']) for r in summary] == [
+      ('avx2', 1), ('main', 3)
+  ]  # fmt: skip
+  main = summary[1]
+  assert (main['bit_for_bit'], main['out_of_tolerance']) == (1, 1)
+  assert (main['worst_ratio'], main['worst_leaf']) == (1.5, 'y')
+  path = tmp_path / 'r.jsonl'
+  path.write_text('\n'.join(golden.json.dumps(r) for r in rows))
+  assert report.main([str(path), '--out', str(tmp_path / 's.csv')]) == 0
+  lines = (tmp_path / 's.csv').read_text().splitlines()
+  assert lines[0].startswith('case,set,mode') and len(lines) == 3
 
 
 def test_elementwise_and_norm_wise():
