@@ -27,6 +27,11 @@
 #   .gpu/parity: the main set's files and platforms/avx2 (46 MB; the third
 #   set does not fit beside them: compare it in a second call);
 #   pytest and pytest-xdist, if the device's image lacks them, as wheels.
+# With the tracked files that is over 64 MiB: on 2026-11-27 the call carried
+# [".whlp", ".gpu"], .whlp the wheels less craftax, gymnax, gymnasium and
+# farama_notifications, and .gpu without disco_103.npz, the command starting
+# with `ln -s .whlp .whl; ln -s reference/disco_rl/update_rules/weights/\
+# disco_103.npz .gpu/disco_103.npz;` (the reference's copy of the weights).
 # The recorder, like the suite, runs matmuls at 'highest' precision there.
 # Tried on the CPU at a tiny budget with:
 #   SKIP_INSTALL=1 OUT=/tmp/out GPU_PARITY_CASES=utils \
