@@ -51,7 +51,10 @@ PROCS="${GPU_PARITY_PROCS:-4}"
 WORKERS="${GPU_PARITY_WORKERS:-4}"   # pytest-xdist's -n; 0: without xdist
 xdist=()
 ((WORKERS > 0)) && xdist=(-n "${WORKERS}")
-SPEC="${PWD}/.gpu/parity"
+# What to record (a set's directory, or `builtin` with GPU_PARITY_CASES),
+# and the CPU sets to compare against in cross mode.
+SPEC="${GPU_PARITY_SPEC:-${PWD}/.gpu/parity}"
+SETS="${GPU_PARITY_SETS:-${SPEC}}"
 RECORDED="${GPU_PARITY_RECORDED:-${OUT}/gpu-a}"
 LOG="${OUT}/log.txt"
 # shellcheck source=benchmarks/gpu_setup.sh
@@ -130,7 +133,7 @@ EOF
         ;;
       native)
         if [[ " ${STEPS} " == *" cross "* ]]; then
-          suite cross "${SPEC}" "${D_CROSS}" >"${OUT}/cross.txt" 2>&1 &
+          suite cross "${SETS}" "${D_CROSS}" >"${OUT}/cross.txt" 2>&1 &
           cross_pid=$!
           suite native "${RECORDED}" "${D_CROSS}"
           wait "${cross_pid}"
@@ -140,7 +143,7 @@ EOF
         fi
         ;;
       cross)
-        [[ " ${STEPS} " == *" native "* ]] || suite cross "${SPEC}" "${D_CROSS}"
+        [[ " ${STEPS} " == *" native "* ]] || suite cross "${SETS}" "${D_CROSS}"
         ;;
       *) echo "unknown step ${step}" ;;
     esac
@@ -150,6 +153,8 @@ EOF
 compgen -G "${OUT}/*.jsonl" >/dev/null && "${PY}" -m tests.parity.report \
   "${OUT}"/*.jsonl --out "${OUT}/summary.csv"
 # Fewer files come back than a recording holds: the recordings as one archive.
-(cd "${OUT}" && tar czf recordings.tgz gpu-a gpu-b 2>/dev/null \
-  && rm -rf gpu-a gpu-b)
+recordings=()
+for d in gpu-a gpu-b; do [[ -d "${OUT}/${d}" ]] && recordings+=("${d}"); done
+((${#recordings[@]})) && (cd "${OUT}" \
+  && tar czf recordings.tgz "${recordings[@]}" && rm -rf "${recordings[@]}")
 echo "[$(elapsed) s] end"
