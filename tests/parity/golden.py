@@ -89,16 +89,17 @@ def current_set() -> platforms.GoldenSet:
 
 
 # Why native mode is held to cross-platform tolerances on a GPU: the
-# reference recorded twice on one H100, one process after the other, differs
-# in the low bits (docs/parity.md, "On a GPU").
-GPU_NOT_REPRODUCIBLE = 'a GPU does not reproduce itself bit for bit'
+# reference recorded twice on one H100, one process after the other, differed
+# in the low bits (docs/parity.md, "The reference recorded on a GPU").
+GPU_NOT_REPRODUCIBLE = 'an H100 did not reproduce itself bit for bit'
 
 
 def cross_reason(mode: str) -> str | None:
   """Why a case of a run in `mode` takes cross tolerances here, or None.
 
   Native mode promises the tolerances of a machine that reproduces the
-  reference bit for bit; a GPU does not, even against its own recording.
+  reference bit for bit; a GPU (an H100, with XLA's default flags) does
+  not, even against its own recording.
   """
   if mode == NATIVE and jax.default_backend() == 'gpu':
     return GPU_NOT_REPRODUCIBLE
@@ -147,6 +148,7 @@ class Case:
     self.name = name
     self.set_name = golden_set.name
     self.mode = CROSS if cross else chosen.mode
+    self.why_cross = cross or ''
     if directory is None:
       directory = golden_set.directory
     else:
@@ -154,6 +156,11 @@ class Case:
           (s.name for s in chosen.sets if s.directory == directory), 'other'
       )
     self.directory = directory
+    recorded = next(
+        (s.recorded for s in chosen.sets if s.directory == directory), None
+    )
+    if recorded is not None:
+      self.set_backend = recorded.fields.get('backend', 'cpu')
     npz_path = directory / f'{name}.npz'
     json_path = directory / f'{name}.json'
     for path in (npz_path, json_path):
@@ -170,10 +177,14 @@ class Case:
   def cross(self) -> bool:
     return self.mode == CROSS
 
+  # What the compared set was recorded on (PLATFORM.json's backend).
+  set_backend = 'cpu'
+  why_cross = ''
+
   @property
   def accelerator(self) -> bool:
-    """Whether JAX computes on an accelerator (the goldens are CPU's)."""
-    return jax.default_backend() != 'cpu'
+    """Whether JAX computes on an accelerator against a CPU's set."""
+    return jax.default_backend() != 'cpu' and self.set_backend == 'cpu'
 
   def pick(self, *, native: Any, cross: Any, accelerator: Any = None) -> Any:
     """The tolerance (or anything) of this case's mode.
@@ -181,10 +192,11 @@ class Case:
     Args:
       native: against this machine's own set.
       cross: against another CPU's set.
-      accelerator: on a GPU or TPU (always cross-platform), where it differs
-        from `cross`: their elementary functions (exp, log, sqrt, division)
-        are other float32 approximations than XLA's CPU ones, which changes
-        even forward maths by tens of ulps. None: `cross`.
+      accelerator: on a GPU or TPU against a CPU's set (always
+        cross-platform), where it differs from `cross`: their elementary
+        functions (exp, log, sqrt, division) are other float32
+        approximations than XLA's CPU ones, which changes even forward maths
+        by tens of ulps. None: `cross`.
     """
     if not self.cross:
       return native
@@ -333,6 +345,7 @@ def assert_close(
     (above 1 fails).
   """
   mode = case.mode if isinstance(case, Case) else ''
+  why_cross = case.why_cross if isinstance(case, Case) else ''
   if norm is None:
     norm = mode == CROSS
   golden_set = case.set_name if isinstance(case, Case) else ''
@@ -349,6 +362,8 @@ def assert_close(
     want = np.asarray(expected[key])
     have = np.asarray(got[key])
     record = dict(case=case, set=golden_set, check=label, mode=mode, leaf=key)
+    if why_cross:
+      record['why_cross'] = why_cross
     if have.shape != want.shape:
       problems.append(f'{key}: shape {have.shape} != expected {want.shape}')
       _record(**record, measure='shape', ratio=float('inf'))
@@ -513,6 +528,8 @@ def assert_scalar(
   record = dict(
       case=case.name, set=case.set_name, check=label, mode=case.mode, leaf=name
   )
+  if case.why_cross:
+    record['why_cross'] = case.why_cross
   if at_most is not None:
     ratio = _ratio(value, at_most)
     bound = f'<= {at_most:.4g}'

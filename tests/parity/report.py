@@ -1,9 +1,12 @@
 """Summarises parity reports ($DISCO_PARITY_REPORT, JSON lines) as a CSV.
 
-One row per case, set and mode: how many comparisons, how many were equal
-bit for bit (ratio 0), how many were out of tolerance (ratio > 1), and the
-worst (largest ratio of error to tolerance) with the leaf it was measured
-on. Rows that a mutation (a planted bug) produced are left out.
+One row per case, set and mode (with the reason where a case took cross
+tolerances in a native run): how many comparisons, how many had no error
+at all (ratio 0: equal bit for bit, or a bound's statistic of 0), how many
+were out of tolerance (ratio > 1; NaN counts as infinite), and the worst
+(largest ratio of error to tolerance) with the leaf it was measured on and
+its largest absolute error, where the comparison gives one.
+Rows that a mutation (a planted bug) produced are left out.
 
   python -m tests.parity.report native.jsonl cross.jsonl --out summary.csv
 """
@@ -13,6 +16,7 @@ from collections.abc import Iterable, Sequence
 import contextlib
 import csv
 import json
+import math
 import pathlib
 import sys
 
@@ -27,6 +31,7 @@ COLUMNS = (
     'worst_check',
     'worst_leaf',
     'worst_measure',
+    'worst_max_abs',
 )
 
 
@@ -36,8 +41,13 @@ def summarise(rows: Iterable[dict[str, object]]) -> list[dict[str, object]]:
   for row in rows:
     if row.get('mutation'):
       continue
-    key = (str(row['case']), str(row.get('set', '')), str(row['mode']))
+    mode = str(row['mode'])
+    if row.get('why_cross'):
+      mode += f' ({row["why_cross"]})'
+    key = (str(row['case']), str(row.get('set', '')), mode)
     ratio = float(row['ratio'])
+    if math.isnan(ratio):  # A NaN fails its test: count it as the worst.
+      ratio = math.inf
     entry = table.setdefault(
         key,
         dict(
@@ -57,6 +67,7 @@ def summarise(rows: Iterable[dict[str, object]]) -> list[dict[str, object]]:
           worst_check=row.get('check', ''),
           worst_leaf=row.get('leaf', ''),
           worst_measure=row.get('measure', ''),
+          worst_max_abs=row.get('max_abs', ''),
       )
   return [table[k] for k in sorted(table)]
 
@@ -73,7 +84,13 @@ def main(argv: Sequence[str] | None = None) -> int:
   for path in args.reports:
     if not path.is_file():
       parser.error(f'No report {path}.')
-    rows += [json.loads(line) for line in path.read_text().splitlines()]
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+      if not line.strip():
+        continue
+      try:
+        rows.append(json.loads(line))
+      except json.JSONDecodeError:  # E.g. a worker killed while writing.
+        print(f'{path}:{number}: not JSON, left out', file=sys.stderr)
   summary = summarise(rows)
   out = open(args.out, 'w') if args.out else contextlib.nullcontext(sys.stdout)
   with out as f:

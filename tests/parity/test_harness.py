@@ -24,6 +24,9 @@ def test_pick_by_mode_and_backend(monkeypatch):
   monkeypatch.setattr(golden.jax, 'default_backend', lambda: 'gpu')
   assert case.pick(native=1, cross=2, accelerator=3) == 3
   assert case.pick(native=1, cross=2) == 2
+  # A GPU's own recording: no allowance for CPU-vs-GPU maths.
+  case.set_backend = 'gpu'
+  assert case.pick(native=1, cross=2, accelerator=3) == 2
 
 
 def test_native_mode_on_a_gpu_takes_cross_tolerances(monkeypatch):
@@ -43,11 +46,15 @@ def test_report_summary_counts_and_finds_the_worst(tmp_path):
       dict(case='a', set='main', mode='cross', leaf='x', ratio=9.0,
            mutation='bug'),
       dict(case='a', set='avx2', mode='cross', leaf='x', ratio=0.0),
+      dict(case='b', set='gpu', mode='cross', leaf='x', ratio=float('nan'),
+           why_cross='why'),
   ]  # fmt: skip
   summary = report.summarise(rows)
   assert [(r['set'], r['comparisons']) for r in summary] == [
-      ('avx2', 1), ('main', 3)
+      ('avx2', 1), ('main', 3), ('gpu', 1)
   ]  # fmt: skip
+  assert summary[2]['mode'] == 'cross (why)'
+  assert summary[2]['out_of_tolerance'] == 1
   main = summary[1]
   assert (main['bit_for_bit'], main['out_of_tolerance']) == (1, 1)
   assert (main['worst_ratio'], main['worst_leaf']) == (1.5, 'y')
@@ -55,7 +62,7 @@ def test_report_summary_counts_and_finds_the_worst(tmp_path):
   path.write_text('\n'.join(golden.json.dumps(r) for r in rows))
   assert report.main([str(path), '--out', str(tmp_path / 's.csv')]) == 0
   lines = (tmp_path / 's.csv').read_text().splitlines()
-  assert lines[0].startswith('case,set,mode') and len(lines) == 3
+  assert lines[0].startswith('case,set,mode') and len(lines) == 4
 
 
 def test_elementwise_and_norm_wise():
