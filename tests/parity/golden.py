@@ -149,18 +149,16 @@ class Case:
     self.set_name = golden_set.name
     self.mode = CROSS if cross else chosen.mode
     self.why_cross = cross or ''
-    if directory is None:
-      directory = golden_set.directory
-    else:
-      self.set_name = next(
-          (s.name for s in chosen.sets if s.directory == directory), 'other'
+    if directory is not None:
+      golden_set = next(
+          (s for s in chosen.sets if s.directory == directory), None
       )
+      self.set_name = golden_set.name if golden_set else 'other'
+    else:
+      directory = golden_set.directory
     self.directory = directory
-    recorded = next(
-        (s.recorded for s in chosen.sets if s.directory == directory), None
-    )
-    if recorded is not None:
-      self.set_backend = recorded.fields.get('backend', 'cpu')
+    if golden_set is not None and golden_set.recorded is not None:
+      self.set_backend = golden_set.recorded.fields.get('backend', 'cpu')
     npz_path = directory / f'{name}.npz'
     json_path = directory / f'{name}.json'
     for path in (npz_path, json_path):
@@ -361,9 +359,10 @@ def assert_close(
   for key in sorted(set(expected) & set(got)):
     want = np.asarray(expected[key])
     have = np.asarray(got[key])
-    record = dict(case=case, set=golden_set, check=label, mode=mode, leaf=key)
-    if why_cross:
-      record['why_cross'] = why_cross
+    record = dict(
+        case=case, set=golden_set, check=label, mode=mode, leaf=key,
+        why_cross=why_cross,
+    )  # fmt: skip
     if have.shape != want.shape:
       problems.append(f'{key}: shape {have.shape} != expected {want.shape}')
       _record(**record, measure='shape', ratio=float('inf'))
@@ -526,10 +525,9 @@ def assert_scalar(
 ) -> None:
   """A single derived statistic (a cosine, an iteration count) in bounds."""
   record = dict(
-      case=case.name, set=case.set_name, check=label, mode=case.mode, leaf=name
-  )
-  if case.why_cross:
-    record['why_cross'] = case.why_cross
+      case=case.name, set=case.set_name, check=label, mode=case.mode,
+      leaf=name, why_cross=case.why_cross,
+  )  # fmt: skip
   if at_most is not None:
     ratio = _ratio(value, at_most)
     bound = f'<= {at_most:.4g}'
