@@ -148,7 +148,6 @@ def test_full_craftax_specs():
   assert int(env.single_action_spec().maximum) == 42  # 43 actions.
 
 
-@pytest.mark.xdist_group('craftax_rollout')  # One compiled rollout.
 def test_random_policy_rollout_under_jit_vmap_and_scan():
   state, first, final, (timesteps, reset_keys, craftax_time) = _rollout()
   np.testing.assert_array_equal(first.step_type, _MID)
@@ -184,7 +183,6 @@ def test_random_policy_rollout_under_jit_vmap_and_scan():
   assert len({tuple(x) for x in ref_obs.tolist()}) > 1
 
 
-@pytest.mark.xdist_group('craftax_rollout')  # One compiled rollout.
 def test_determinism_from_the_key():
   _, first, final, (timesteps, _, _) = _rollout()
   again = _rollout_fn()(_seeds(), jnp.asarray(_actions()))
