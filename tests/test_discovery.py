@@ -22,8 +22,8 @@ from disco.discovery import loop as discovery_runtime
 from disco.discovery import maths as discovery
 from tests import forced_devices
 
-# The tests that run `_TINY` share its compiled step: one xdist worker.
-pytestmark = pytest.mark.xdist_group('discovery_tiny')
+# The tests that run `_TINY` share its compiled step (one pytest worker runs
+# this file under `-n`).
 
 # Two 5x5 Catch members with a tiny agent. Each meta-step takes 4 * (2 * 2 +
 # 2 * 2) = 32 environment steps per member, so a lifetime of 50 ends at the

@@ -31,13 +31,9 @@ from disco import weights
 from disco.meta_train import loop as meta_train_runtime
 from disco.meta_train import maths as meta_train_maths
 
-# One pytest worker runs this module and the command-line tests of the same
-# tiny run, which then share its compiled meta-step (`--dist loadgroup`).
-pytestmark = pytest.mark.xdist_group('meta_train_tiny')
-
 # The command-line tests' tiny run (tests/tiny_args.py): runs of one setting
-# share one compiled meta-step, and the tests that use it run in one pytest
-# worker (`xdist_group`), so it compiles once.
+# share one compiled meta-step (this file's tests in one pytest worker under
+# `-n`; the other files' through CI's JAX compilation cache).
 _TINY = meta_train.MetaTrainConfig(
     num_steps=2,
     num_inner_steps=1,

@@ -12,7 +12,6 @@ import pathlib
 import chex
 import jax
 import numpy as np
-import pytest
 
 from disco import checkpoint
 from disco import meta_train
@@ -20,10 +19,8 @@ from disco import weights
 from disco.meta_train import cli as meta_train_cli
 from tests import tiny_args
 
-# In the pytest worker of tests/test_meta_train.py, whose tiny run is this
-# one: its meta-step compiles once for both.
-pytestmark = pytest.mark.xdist_group('meta_train_tiny')
-
+# tests/test_meta_train.py's tiny run: CI's JAX compilation cache holds its
+# compiled meta-step for whichever file runs it second.
 _TINY_ARGS = [*tiny_args.META_TRAIN, '--checkpoint-every=1']
 _TINY = meta_train.MetaTrainConfig(
     num_steps=2,

@@ -156,8 +156,7 @@ def _wait_for_step(log, step, proc, timeout=600):
   raise TimeoutError(f'{log} never reached step {step}')
 
 
-# With tests/test_train_cli.py's runs of the same programs (two seeds).
-@pytest.mark.xdist_group('train_cli_tiny')
+# tests/test_train_cli.py's runs of the same programs (two seeds).
 def test_disco_train_stopped_by_sigterm_resumes_exactly(tmp_path, capsys):
   straight, stopped = tmp_path / 'straight', tmp_path / 'stopped'
   assert train_cli.main(_TRAIN_ARGS + [f'--out-dir={straight}']) == 0

@@ -180,7 +180,6 @@ def _rewrite_metadata(step_dir, metadata):
   record_path.write_text(json.dumps(record))
 
 
-@pytest.mark.xdist_group('meta_train_tiny')
 @pytest.mark.parametrize('give_params', [False, True])
 def test_a_meta_train_checkpoint_of_the_old_schema_resumes(
     tmp_path, give_params

@@ -60,9 +60,9 @@ def test_bad_flags_are_usage_errors(argv, message, capsys, tmp_path):
   assert message in err and 'Traceback' not in err
 
 
-# The tests that run `_ARGS` with two seeds share a worker, so that they
-# compile its programs once (tests/test_preemption.py's as well).
-@pytest.mark.xdist_group('train_cli_tiny')
+# The tests that run `_ARGS` with two seeds (tests/test_preemption.py's as
+# well) share its compiled programs: in one pytest worker, and through CI's
+# JAX compilation cache across workers.
 def test_a_run_writes_its_outputs_and_resumes(capsys, tmp_path):
   out = tmp_path / 'run'
   status, stdout, err = _main(
@@ -99,7 +99,6 @@ def test_a_run_writes_its_outputs_and_resumes(capsys, tmp_path):
   assert max(int(r['step']) for r in resumed) == 5
 
 
-@pytest.mark.xdist_group('train_cli_tiny')
 def test_logger_tensorboard_writes_event_files_that_tensorboard_reads(
     capsys, tmp_path
 ):

@@ -2,7 +2,9 @@
 
 `platforms.select` decides the sets (native mode: this machine's; cross
 mode: every other one); each test that loads goldens gets a `golden_set`
-parameter with one value per set, which `golden.Case` loads from. Tests
+parameter with one value per set, which `golden.Case` loads from (under
+`-n`, a file's tests run in one worker, so a test's runs against several
+sets share its compiled programs and the eval curve's one run). Tests
 marked `without_goldens` (the harness's own) run once. The session-wide
 hooks (report header and summary, mutations) live in tests/conftest.py.
 """
@@ -36,26 +38,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
   if 'golden_set' in metafunc.fixturenames:
     names = _set_names()
     metafunc.parametrize('golden_set', names, ids=names, indirect=True)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-  """One test's runs against the different sets share a worker (`-n`).
-
-  They share its compiled programs (and the eval curve's one run).
-  """
-  for item in items:
-    callspec = getattr(item, 'callspec', None)
-    if callspec is None or 'golden_set' not in callspec.params:
-      continue
-    others = sorted(
-        (k, str(v)) for k, v in callspec.params.items() if k != 'golden_set'
-    )
-    item.add_marker(
-        pytest.mark.xdist_group(
-            f'{item.path.stem}:{item.originalname}:{others}'
-        )
-    )
 
 
 @pytest.fixture(autouse=True)
