@@ -33,8 +33,12 @@ _PARITY_DIR = _TESTS_DIR / 'parity'
 # pyproject.toml), so that a file's tests, which mostly share their compiled
 # programs, compile each once. These files take 40 to 150 s of a worker on
 # CI's machine (2-core AMD EPYC Zen 4, `--durations`, 2026-11-27); they go
-# first, heaviest first, so that the two workers end together.
+# first, heaviest first, so that the two workers end together. Before them
+# goes test_meta_train.py, whose tiny meta-training run the command-line,
+# runtime and notebook tests run too: they then load its compiled programs
+# from CI's JAX compilation cache instead of compiling them beside it.
 _HEAVY_FIRST = (
+    'test_meta_train.py',
     'parity/test_meta_gradient.py',
     'test_eval.py',
     'test_train.py',
@@ -46,7 +50,6 @@ _HEAVY_FIRST = (
     'test_cli.py',
     'test_agents_and_precision.py',
     'test_meta_train_devices.py',
-    'test_meta_train.py',
 )
 
 
