@@ -107,9 +107,12 @@ def _recorded_by(directory: pathlib.Path) -> str:
   )
 
 
+_FILE_RANK = {name: rank for rank, name in enumerate(_HEAVY_FIRST)}
+
+
 def _file_rank(item: pytest.Item) -> int:
   name = pathlib.Path(str(item.path)).relative_to(_TESTS_DIR).as_posix()
-  return _HEAVY_FIRST.index(name) if name in _HEAVY_FIRST else len(_HEAVY_FIRST)
+  return _FILE_RANK.get(name, len(_FILE_RANK))
 
 
 def pytest_collection_modifyitems(

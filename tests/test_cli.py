@@ -240,8 +240,8 @@ def test_eval_interrupted_and_resumed_equals_uninterrupted(
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-# tests/test_meta_train.py's tiny run: CI's JAX compilation cache holds its
-# compiled meta-step for whichever test runs it second.
+# tests/test_meta_train.py's tiny run, whose file runs first under `-n`
+# (tests/conftest.py): CI's JAX compilation cache holds its meta-step.
 def test_meta_train_interrupted_and_resumed_equals_uninterrupted(
     capsys, tmp_path, monkeypatch
 ):

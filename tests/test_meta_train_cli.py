@@ -19,8 +19,8 @@ from disco import weights
 from disco.meta_train import cli as meta_train_cli
 from tests import tiny_args
 
-# tests/test_meta_train.py's tiny run: CI's JAX compilation cache holds its
-# compiled meta-step for whichever file runs it second.
+# tests/test_meta_train.py's tiny run, whose file runs first under `-n`
+# (tests/conftest.py): CI's JAX compilation cache holds its meta-step.
 _TINY_ARGS = [*tiny_args.META_TRAIN, '--checkpoint-every=1']
 _TINY = meta_train.MetaTrainConfig(
     num_steps=2,
