@@ -7,7 +7,10 @@ of 10 environments x 29 steps per iteration; `crafter` and `atari`: the
 paper's evaluation protocols, several updates per rollout) for a few chunks
 and times the steady state: every chunk after the first learning one, which
 compiles. Each setting runs in a fresh process, so none inherits another's
-caches. `--frame-stacks` overrides the preset's frame stacking.
+caches. `--frame-stacks` overrides the preset's frame stacking;
+`--frame-embeddings once every` times `craftax_frames` both ways: each
+distinct frame of a trajectory embedded once (the default) and every frame
+of every stack (the baseline, `embed_each_frame_once=False`).
 
   updates_per_s   learner updates per second of the run (all its seeds)
   per_seed        updates per second per seed (the run's rate x seeds)
@@ -15,12 +18,16 @@ caches. `--frame-stacks` overrides the preset's frame stacking.
   vs_f32          this dtype's rate over float32's (same env, agent, rule)
   vs_ac           Disco103's rate over actor-critic's (same env, agent,
                   dtype)
+  vs_every        this rate over embedding every frame's (same setting)
 
   python benchmarks/learner_cost.py --out benchmarks/results/learner_cost.csv
   python benchmarks/learner_cost.py --envs catch --agents colab --rules disco
   python benchmarks/learner_cost.py --presets crafter --frame-stacks 1 32 \
       --envs craftax:Craftax-Classic-Symbolic-v1 --agents craftax \
       craftax_frames --dtypes float32
+  python benchmarks/learner_cost.py --presets crafter \
+      --envs craftax:Craftax-Classic-Symbolic-v1 --agents craftax_frames \
+      --dtypes float32 --frame-embeddings once every
 
 Needs gymnax (MinAtar) and craftax (Craftax-Classic) for those rows.
 """
@@ -54,6 +61,7 @@ RULES = ('disco', 'actor_critic')
 COLUMNS = (
     'preset',
     'frame_stack',
+    'frame_embedding',
     'env',
     'agent',
     'compute_dtype',
@@ -64,6 +72,7 @@ COLUMNS = (
     'ms_per_update',
     'vs_f32',
     'vs_ac',
+    'vs_every',
     'timed_updates',
     'compile_s',
 )
@@ -71,8 +80,18 @@ COLUMNS = (
 
 def child(spec: dict) -> dict:
   """Times one setting in this process; returns its row."""
+  from disco import frame_nets  # pylint: disable=g-import-not-at-top
   from disco import train  # pylint: disable=g-import-not-at-top
 
+  if spec.get('frame_embedding') == 'every':
+    use = frame_nets.use_frame_network
+
+    def use_every(settings, frame_embedding):
+      settings = use(settings, frame_embedding)
+      settings.net_settings.net_args['embed_each_frame_once'] = False
+      return settings
+
+    frame_nets.use_frame_network = use_every
   changes = {}
   if spec.get('frame_stack'):
     changes['frame_stack'] = spec['frame_stack']
@@ -128,6 +147,13 @@ def main(argv=None) -> int:
       default=(0,),
       help="frames stacked (default 0: the preset's)",
   )
+  parser.add_argument(
+      '--frame-embeddings',
+      nargs='+',
+      choices=('once', 'every'),
+      default=('once',),
+      help="craftax_frames: each frame embedded once, or every stack's",
+  )
   parser.add_argument('--envs', nargs='+', default=ENVS)
   parser.add_argument(
       '--agents', nargs='+', default=None, help='default: ENV_AGENTS'
@@ -151,7 +177,7 @@ def main(argv=None) -> int:
   print(f'machine: {machine()}', flush=True)
   rows = []
   settings = [
-      (preset, frame_stack, env, agent, rule, dtype, num_seeds)
+      (preset, frame_stack, embedding, env, agent, rule, dtype, num_seeds)
       for preset in args.presets
       for frame_stack in args.frame_stacks
       for env in args.envs
@@ -160,11 +186,23 @@ def main(argv=None) -> int:
       for dtype in args.dtypes
       if rule == 'disco' or args.baseline_dtypes or dtype == 'float32'
       for num_seeds in args.num_seeds
+      for embedding in args.frame_embeddings
+      if embedding == 'once' or agent == 'craftax_frames'
   ]
-  for preset, frame_stack, env, agent, rule, dtype, num_seeds in settings:
+  for (
+      preset,
+      frame_stack,
+      embedding,
+      env,
+      agent,
+      rule,
+      dtype,
+      num_seeds,
+  ) in settings:
     spec = dict(
         preset=preset,
         frame_stack=frame_stack,
+        frame_embedding=embedding,
         env=env,
         agent=agent,
         rule=rule,
@@ -181,7 +219,8 @@ def main(argv=None) -> int:
     if args.out:  # Row by row: a stopped command keeps its rows.
       write_csv(args.out, rows)
     print(
-        f'{preset:7} K={row["frame_stack"]:<3} {env:38} {agent:14}'
+        f'{preset:7} K={row["frame_stack"]:<3} {embedding:5} {env:38}'
+        f' {agent:14}'
         f' {dtype:9} {rule:13} x{num_seeds}: {row["per_seed"]:6.2f}'
         f' updates/s per seed ({row["ms_per_update"]:5.0f} ms), compile'
         f' {row["compile_s"]} s',
@@ -211,6 +250,7 @@ def _ratios(rows: list[dict]) -> None:
     return (
         row.get('preset', 'paper'),
         row.get('frame_stack'),
+        row.get('frame_embedding', 'once'),
         row['env'],
         row['agent'],
         row['num_seeds'],
@@ -226,8 +266,20 @@ def _ratios(rows: list[dict]) -> None:
         return row
     return None
 
+  def every_frame(row: dict) -> dict | None:
+    for other in rows:
+      if other.get('frame_embedding') == 'every' and all(
+          other[k] == row[k]
+          for k in ('preset', 'frame_stack', 'env', 'agent', 'rule',
+                    'compute_dtype', 'num_seeds')
+      ):  # fmt: skip
+        return other
+    return None
+
   for row in rows:
     f32 = find(setting(row), row['rule'], 'float32')
+    every = every_frame(row)
+    row['vs_every'] = row['per_seed'] / every['per_seed'] if every else ''
     ac = find(setting(row), 'actor_critic', row['compute_dtype'])
     row['vs_f32'] = row['per_seed'] / f32['per_seed'] if f32 else ''
     row['vs_ac'] = row['per_seed'] / ac['per_seed'] if ac else ''

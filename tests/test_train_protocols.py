@@ -21,9 +21,9 @@ from disco import optimizers
 from disco import schedules
 from disco import train
 from disco import truncation
-from disco import types
 from disco.environments import registry
 from disco.train import program as train_program
+from tests import actors
 
 # Extended Data Table 6 of Oh et al. (Nature, 2025), the agents in
 # evaluation, as printed.
@@ -210,24 +210,6 @@ def test_bad_protocol_settings_are_named(changes, message):
 # Frame stacks.
 
 
-def _random_actor(params, rng, timestep, actor_state, num_actions=3):
-  del params
-  actions = jax.random.randint(rng, timestep.reward.shape, 0, num_actions)
-  logits = jnp.zeros(actions.shape + (num_actions,), jnp.float32)
-  return (
-      types.ActorTimestep(
-          observations=timestep.observation,
-          actions=actions,
-          rewards=timestep.reward,
-          discounts=timestep.step_type != 2,  # dm_env.StepType.LAST
-          agent_outs={'logits': logits},
-          states=actor_state,
-          logits=logits,
-      ),
-      actor_state,
-  )
-
-
 def test_stacks_hold_each_episodes_newest_frames():
   num_frames, num_envs = 3, 4
   inner = registry.make_environment(
@@ -281,7 +263,7 @@ def test_packed_rollouts_unpack_bit_for_bit(with_truncation):
           key,
           env=env,
           rollout_len=9,
-          actor_step_fn=lambda *a: _random_actor(*a, num_actions=2),
+          actor_step_fn=lambda *a: actors.random_actor(*a, num_actions=2),
           truncation=with_truncation,
       )
   )

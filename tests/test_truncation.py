@@ -21,6 +21,7 @@ from disco import truncation
 from disco import types
 from disco.environments import registry
 from disco.value_fns import value_utils
+from tests import actors
 
 pytest.importorskip('gymnax')
 
@@ -59,19 +60,7 @@ def _policy_step(params, rng, timestep, actor_state, num_actions=2):
   theta, theta_dot = timestep.observation[:, 2], timestep.observation[:, 3]
   balance = (theta + 0.5 * theta_dot > 0).astype(jnp.int32)
   actions = jnp.stack([balance[_BALANCING], jnp.zeros((), jnp.int32)])
-  logits = jnp.zeros(actions.shape + (num_actions,), jnp.float32)
-  return (
-      types.ActorTimestep(
-          observations=timestep.observation,
-          actions=actions,
-          rewards=timestep.reward,
-          discounts=timestep.step_type != 2,  # dm_env.StepType.LAST
-          agent_outs={'logits': logits},
-          states=actor_state,
-          logits=logits,
-      ),
-      actor_state,
-  )
+  return actors.timestep_of(timestep, actions, actor_state, num_actions)
 
 
 @functools.cache
