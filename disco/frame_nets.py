@@ -71,7 +71,7 @@ def embed_consecutive(
   # catches steps out of order, repeated or skipped.
   shifted = jnp.all(frames[1:, :, -2] == frames[:-1, :, -1], axis=-1)
   follows = shifted | zero[1:, :, -2]  # [T - 1, B]
-  follows = jnp.concatenate([jnp.ones_like(follows[:1]), follows])
+  follows = jnp.concatenate([jnp.ones((1,) + follows.shape[1:], bool), follows])
   return jnp.where(follows[..., None, None], embedded, jnp.nan), follows
 
 

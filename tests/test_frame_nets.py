@@ -148,6 +148,9 @@ def test_embed_consecutive_flags_what_breaks_the_chain():
   embedded, follows = frame_nets.embed_consecutive(identity, stacks)
   np.testing.assert_array_equal(embedded, stacks)
   assert follows.all()
+  one_step, follows = frame_nets.embed_consecutive(identity, stacks[:1])
+  np.testing.assert_array_equal(one_step, stacks[:1])
+  assert follows.shape == (1, 1) and follows.all()
   broken = stacks.at[4, 0, 1].set(7.0)  # Not step 3's newest (6).
   _, follows = frame_nets.embed_consecutive(identity, broken)
   np.testing.assert_array_equal(follows[:, 0], [1, 1, 1, 1, 0, 1])
