@@ -245,12 +245,12 @@ def write_csv(path: str, rows: list[dict]) -> None:
 
 
 def _ratios(rows: list[dict]) -> None:
-  def setting(row: dict) -> tuple:
+  def setting(row: dict, frame_embedding: str | None = None) -> tuple:
     """What two rows must share to be compared (older rows: `paper`)."""
     return (
         row.get('preset', 'paper'),
         row.get('frame_stack'),
-        row.get('frame_embedding', 'once'),
+        frame_embedding or row.get('frame_embedding', 'once'),
         row['env'],
         row['agent'],
         row['num_seeds'],
@@ -266,19 +266,9 @@ def _ratios(rows: list[dict]) -> None:
         return row
     return None
 
-  def every_frame(row: dict) -> dict | None:
-    for other in rows:
-      if other.get('frame_embedding') == 'every' and all(
-          other[k] == row[k]
-          for k in ('preset', 'frame_stack', 'env', 'agent', 'rule',
-                    'compute_dtype', 'num_seeds')
-      ):  # fmt: skip
-        return other
-    return None
-
   for row in rows:
     f32 = find(setting(row), row['rule'], 'float32')
-    every = every_frame(row)
+    every = find(setting(row, 'every'), row['rule'], row['compute_dtype'])
     row['vs_every'] = row['per_seed'] / every['per_seed'] if every else ''
     ac = find(setting(row), 'actor_critic', row['compute_dtype'])
     row['vs_f32'] = row['per_seed'] / f32['per_seed'] if f32 else ''
