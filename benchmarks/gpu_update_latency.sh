@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# Issue 37 item 3c on a lent GPU, one call of about 5 minutes: what the
+# Issue 37 item 3c on a lent GPU, one call of about 7 minutes: what the
 # `crafter` iteration of Disco103 on Craftax-Classic costs per update
 # (`learner_cost.py`: one rollout of 6 environments x 29 steps and the 25
 # updates it feeds, steady state), and what cuts it:
 #   1. every frame of every stack embedded, and each frame once, three
 #      seeds together (the 5.6 ms of 2026-11-27 embedded every frame);
 #   2. one seed alone (a 1M-step run of one seed must fit one call);
-#   3. XLA's while-loop unrolling (`--xla_gpu_enable_while_loop_unrolling`,
-#      mode GPU_UNROLL, default DOUBLE_BUFFER), one seed: the update's
-#      latency is that of loops of small steps (docs/benchmarks.md). On
-#      2026-11-28 FULL_UNROLL gave no row within 120 s (the default's
-#      program compiles in 65 s).
+#   3. XLA's while-loop unrolling (`--xla_gpu_enable_while_loop_unrolling`),
+#      one seed, each mode of GPU_UNROLL (default "DOUBLE_BUFFER
+#      NO_UNROLL", against XLA's default mode in 2): the update's latency
+#      is that of loops of small steps (docs/benchmarks.md). On 2026-11-28
+#      FULL_UNROLL gave no row within 120 s (the default's program compiles
+#      in 65 s).
 # Each setting is its own learner_cost.py invocation (one process) under
 # `timeout` (GPU_SETTING_TIMEOUT_S, default 120), and none starts after
-# GPU_DEADLINE_S (default 300). The CSVs come back in $OUT with log.txt.
+# GPU_DEADLINE_S (default 400). The CSVs come back in $OUT with log.txt.
 # Wheels and weights as for gpu_protocol.sh (carry [".whl",
 # ".gpu/disco_103.npz"]).
 # Tried on the CPU at a tiny budget with:
@@ -24,7 +25,7 @@ shopt -s nullglob
 start=$(date +%s)
 elapsed() { echo $(($(date +%s) - start)); }
 PY="${PY:-python3}"
-DEADLINE="${GPU_DEADLINE_S:-300}"
+DEADLINE="${GPU_DEADLINE_S:-400}"
 LOG="${OUT}/log.txt"
 # shellcheck source=benchmarks/gpu_setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh"
@@ -50,7 +51,8 @@ setting() {
   setting every "" --num-seeds 3 --frame-embeddings every
   setting once "" --num-seeds 3
   setting one_seed "" --num-seeds 1
-  unroll="${GPU_UNROLL:-DOUBLE_BUFFER}"
-  setting "unroll_${unroll,,}" "${UNROLL}_${unroll}" --num-seeds 1
+  for unroll in ${GPU_UNROLL:-DOUBLE_BUFFER NO_UNROLL}; do
+    setting "unroll_${unroll,,}" "${UNROLL}_${unroll}" --num-seeds 1
+  done
   for f in "${OUT}"/*.csv; do echo "== ${f##*/}"; cat "${f}"; done
 } 2>&1 | tee "${LOG}"
