@@ -19,7 +19,8 @@
 # runs' 1,452,610 steps; GPU_SKIP_COST skips step 1, which times Craftax's
 # rollout). GPU_PRESET and GPU_AGENT set step 1's preset and agent
 # (default crafter, craftax_frames); GPU_SEEDS (default "0 1 2") and
-# GPU_DEADLINE_S (default 530) the seeds and the run's deadline.
+# GPU_DEADLINE_S (default 530) the seeds and the run's deadline;
+# GPU_NUM_ENVS the environments per rollout (default: the protocol's).
 # Everything comes back in $OUT: log.txt, rollout_cost_gpu.csv, the report
 # (results, summary, comparison, curves: CSV and PNG) and runs.tgz.
 #
@@ -67,7 +68,8 @@ print("jax", jax.__version__, jax.devices())' || exit 1
     --out "${BENCH}" --env "${ENV}" --algos ${ALGOS} --seeds ${SEEDS} \
     --seeds-together --env-steps "${ENV_STEPS}" \
     --evaluations "${GPU_EVALUATIONS:-40}" --no-checkpoints \
-    --steps-per-chunk "${GPU_STEPS_PER_CHUNK:-10}" --no-progress
+    --steps-per-chunk "${GPU_STEPS_PER_CHUNK:-10}" --no-progress \
+    ${GPU_NUM_ENVS:+--num-envs "${GPU_NUM_ENVS}"}
   echo "[$(elapsed) s] run stopped or done"
   "${PY}" benchmarks/paper_protocol.py --out "${BENCH}" --report \
     --include-partial

@@ -7,7 +7,9 @@ of 10 environments x 29 steps per iteration; `crafter` and `atari`: the
 paper's evaluation protocols, several updates per rollout) for a few chunks
 and times the steady state: every chunk after the first learning one, which
 compiles. Each setting runs in a fresh process, so none inherits another's
-caches. `--frame-stacks` overrides the preset's frame stacking;
+caches. `--frame-stacks` overrides the preset's frame stacking and
+`--num-envs` its environments per rollout (a paper protocol's updates per
+rollout grow with them, the replay ratio kept);
 `--frame-embeddings once every` times `craftax_frames` both ways: each
 distinct frame of a trajectory embedded once (the default) and every frame
 of every stack (the baseline, `embed_each_frame_once=False`).
@@ -62,6 +64,7 @@ COLUMNS = (
     'preset',
     'frame_stack',
     'frame_embedding',
+    'num_envs',
     'env',
     'agent',
     'compute_dtype',
@@ -93,6 +96,8 @@ def child(spec: dict) -> dict:
 
     frame_nets.use_frame_network = use_every
   changes = {}
+  if spec.get('num_envs'):
+    changes['num_envs'] = spec['num_envs']
   if spec.get('frame_stack'):
     changes['frame_stack'] = spec['frame_stack']
     if spec['frame_stack'] == 1:
@@ -129,6 +134,7 @@ def child(spec: dict) -> dict:
   rate = (s1 - s0) / (t1 - t0)  # Iterations per second.
   return dict(
       frame_stack=config.frame_stack,
+      num_envs=config.num_envs,
       updates_per_s=rate * updates,
       per_seed=rate * updates * spec['num_seeds'],
       ms_per_update=1000.0 / (rate * updates * spec['num_seeds']),
@@ -154,6 +160,13 @@ def main(argv=None) -> int:
       default=('once',),
       help="craftax_frames: each frame embedded once, or every stack's",
   )
+  parser.add_argument(
+      '--num-envs',
+      nargs='+',
+      type=int,
+      default=(0,),
+      help="environments per rollout (default 0: the preset's)",
+  )
   parser.add_argument('--envs', nargs='+', default=ENVS)
   parser.add_argument(
       '--agents', nargs='+', default=None, help='default: ENV_AGENTS'
@@ -177,9 +190,11 @@ def main(argv=None) -> int:
   print(f'machine: {machine()}', flush=True)
   rows = []
   settings = [
-      (preset, frame_stack, embedding, env, agent, rule, dtype, num_seeds)
+      (preset, frame_stack, num_envs, embedding, env, agent, rule, dtype,
+       num_seeds)  # fmt: skip
       for preset in args.presets
       for frame_stack in args.frame_stacks
+      for num_envs in args.num_envs
       for env in args.envs
       for agent in args.agents or ENV_AGENTS.get(env, ('colab',))
       for rule in args.rules
@@ -192,6 +207,7 @@ def main(argv=None) -> int:
   for (
       preset,
       frame_stack,
+      num_envs,
       embedding,
       env,
       agent,
@@ -202,6 +218,7 @@ def main(argv=None) -> int:
     spec = dict(
         preset=preset,
         frame_stack=frame_stack,
+        num_envs=num_envs,
         frame_embedding=embedding,
         env=env,
         agent=agent,
@@ -219,7 +236,8 @@ def main(argv=None) -> int:
     if args.out:  # Row by row: a stopped command keeps its rows.
       write_csv(args.out, rows)
     print(
-        f'{preset:7} K={row["frame_stack"]:<3} {embedding:5} {env:38}'
+        f'{preset:7} K={row["frame_stack"]:<3} envs={row["num_envs"]:<3}'
+        f' {embedding:5} {env:38}'
         f' {agent:14}'
         f' {dtype:9} {rule:13} x{num_seeds}: {row["per_seed"]:6.2f}'
         f' updates/s per seed ({row["ms_per_update"]:5.0f} ms), compile'
@@ -250,6 +268,7 @@ def _ratios(rows: list[dict]) -> None:
     return (
         row.get('preset', 'paper'),
         row.get('frame_stack'),
+        row.get('num_envs'),
         frame_embedding or row.get('frame_embedding', 'once'),
         row['env'],
         row['agent'],

@@ -96,6 +96,8 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
   from disco import train  # pylint: disable=g-import-not-at-top
 
   changes = {}
+  if args.num_envs is not None:
+    changes['num_envs'] = args.num_envs
   if args.frame_stack is not None:
     changes['frame_stack'] = args.frame_stack
     if args.frame_stack == 1:
@@ -127,10 +129,14 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
   return config
 
 
-def run_name(env: str, algo: str, seeds: tuple[int, ...], agent=None) -> str:
+def run_name(
+    env: str, algo: str, seeds: tuple[int, ...], agent=None, num_envs=None
+) -> str:
   name = old.run_name(env, algo, seeds)
   if agent is not None and agent != agent_for(env):
     name = name.replace(f'__{algo}', f'__{algo}__{agent}')
+  if num_envs is not None:
+    name = name.replace(f'__{algo}', f'__{algo}__envs{num_envs}')
   return name
 
 
@@ -146,7 +152,7 @@ def run_env(args: argparse.Namespace) -> None:
       env_steps = config.num_steps * config.env_steps_per_step
       record = pieces.run(
           args.out,
-          run_name(env, algo, tuple(seeds), args.agent),
+          run_name(env, algo, tuple(seeds), args.agent, args.num_envs),
           config,
           num_seeds=len(seeds),
           show_progress=not args.no_progress,
@@ -275,6 +281,16 @@ def main(argv=None) -> int:
       choices=('minatar', 'craftax', 'craftax_frames'),
       default=None,
       help='agent (default: craftax_frames on Craftax, minatar on MinAtar)',
+  )
+  parser.add_argument(
+      '--num-envs',
+      type=int,
+      default=None,
+      help=(
+          "environments per rollout (default: the protocol's, 6 or 24; the"
+          ' replay ratio kept); give such runs an --out of their own, as the'
+          ' report groups runs by rule'
+      ),
   )
   parser.add_argument(
       '--frame-stack',

@@ -295,6 +295,7 @@ def test_the_protocol_benchmark_runs_the_preset_beside_old_runs_and_paper():
   protocol = _load('paper_protocol')
   args = argparse.Namespace(
       frame_stack=None,
+      num_envs=None,
       env_steps=None,
       agent=None,
       evaluations=8,
@@ -309,6 +310,17 @@ def test_the_protocol_benchmark_runs_the_preset_beside_old_runs_and_paper():
   assert (config.num_steps, config.env_steps_per_step) == (575, 174)
   assert config.buffer_capacity == 576 * 6
   assert config.truncation == 'terminate'
+  # With 24 environments: a quarter of the rollouts, four times the updates
+  # per rollout, a run name of its own.
+  more = protocol.our_config(
+      protocol.CRAFTAX, 'disco', 0, argparse.Namespace(**vars(args) | dict(
+          num_envs=24))
+  )  # fmt: skip
+  assert (more.num_steps, more.learner_steps_per_step) == (144, 100)
+  assert more.buffer_capacity == 145 * 24
+  assert protocol.run_name(protocol.CRAFTAX, 'disco', (0,), None, 24) == (
+      'Craftax-Classic-Symbolic-v1__disco__envs24__s0'
+  )
   summary = [
       dict(
           env=protocol.CRAFTAX, algo='disco', env_steps=100_050, seeds=1,

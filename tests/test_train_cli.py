@@ -1,5 +1,6 @@
 """`disco-train`: its flags, errors, outputs and resume, on tiny runs."""
 
+import argparse
 import csv
 import json
 import sys
@@ -156,3 +157,21 @@ def test_logger_without_its_extra_is_a_named_error(
       ' package: pip install "disco-jax[tensorboard]"'
   )
   assert not (tmp_path / 'log.csv').exists()  # Nothing ran.
+
+
+@pytest.mark.parametrize(
+    'flags, buffer',
+    [
+        (dict(num_envs=24), 13_800),  # 400,000 steps in rollouts of 24 x 29.
+        (dict(num_envs=24, buffer_capacity=48), 48),  # Its own: kept.
+        (dict(), 13_794),  # The preset's.
+    ],
+)
+def test_the_crafter_buffer_follows_num_envs_as_in_preset(flags, buffer):
+  args = argparse.Namespace(resume=False, preset='crafter', agent=None)
+  for name in train.TrainConfig.field_names():
+    setattr(args, name, flags.get(name))
+  base = train_cli._base_config(args, {})
+  values = base | cli.overrides(args, train.TrainConfig)
+  assert values['buffer_capacity'] == buffer
+  assert train.preset('crafter', **flags).buffer_capacity == buffer

@@ -113,6 +113,23 @@ def test_crafter_gives_144_thousand_updates_per_million_steps():
   assert round(1_000_000 / config.env_steps_per_update) == 143_678
 
 
+@pytest.mark.parametrize('num_envs', [24, 96])
+def test_more_environments_keep_the_crafter_buffer_and_ratio(num_envs):
+  config = train.preset('crafter', num_envs=num_envs)
+  # The same updates per environment step, in longer runs of updates.
+  assert config.learner_steps_per_step == 25 * num_envs // 6
+  assert round(1_000_000 / config.env_steps_per_update) == 143_678
+  # The table's 400,000 steps, in whole rollouts of every environment.
+  held = config.buffer_capacity * config.rollout_len
+  assert config.buffer_capacity % num_envs == 0
+  assert 400_000 <= held < 400_000 + config.env_steps_per_step
+  # A buffer set with the change is kept as it is.
+  assert (
+      train.preset('crafter', num_envs=24, buffer_capacity=48).buffer_capacity
+      == 48
+  )
+
+
 def test_the_atari_schedule_is_scaled_to_a_shorter_budget():
   probe = train.preset('atari')
   config = train.preset('atari', num_steps=probe.num_steps_for(1_000_000))

@@ -10,6 +10,7 @@ from disco.train.config import PRESETS as PRESETS
 from disco.train.config import TrainConfig as TrainConfig
 from disco.train.config import agent_fields as agent_fields
 from disco.train.config import preset as preset
+from disco.train.config import protocol_buffer as protocol_buffer
 from disco.train.loop import Trainer as Trainer
 from disco.train.loop import TrainResult as TrainResult
 from disco.train.loop import run_train as run_train

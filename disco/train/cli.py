@@ -105,6 +105,14 @@ def _base_config(
   base = cli.preset_config(args, saved, train.PRESETS, 'colab')
   if args.agent is not None:
     base |= train.agent_fields(args.agent)
+  # As `train.preset`: a protocol's buffer follows --num-envs, --rollout-len.
+  buffer = train.protocol_buffer(
+      args.preset or 'colab',
+      args.num_envs or base.get('num_envs'),
+      args.rollout_len or base.get('rollout_len'),
+  )
+  if not saved and buffer is not None and args.buffer_capacity is None:
+    base['buffer_capacity'] = buffer
   return base
 
 

@@ -482,6 +482,10 @@ def preset(
 ) -> TrainConfig:
   """The config of preset `name` with agent `agent`'s sizes and `changes`.
 
+  A paper protocol's buffer follows a change of `num_envs` or `rollout_len`
+  (the table's environment steps, up to whole rollouts of every
+  environment) unless `changes` sets `buffer_capacity` itself.
+
   Raises:
     configs.ConfigError: an unknown preset or agent, or an invalid change.
   """
@@ -490,4 +494,22 @@ def preset(
         f'Unknown preset {name!r}; choose one of {", ".join(PRESETS)}.'
     )
   sizes = agent_fields(agent) if agent is not None else {}
-  return TrainConfig(**(dict(PRESETS[name]) | sizes | changes))
+  fields = dict(PRESETS[name]) | sizes | changes
+  if name in PAPER_PROTOCOLS and 'buffer_capacity' not in changes:
+    fields['buffer_capacity'] = protocol_buffer(
+        name, fields['num_envs'], fields['rollout_len']
+    )
+  return TrainConfig(**fields)
+
+
+def protocol_buffer(name: str, num_envs: int, rollout_len: int) -> int | None:
+  """Preset `name`'s buffer in trajectories, if a paper protocol's, else None.
+
+  The table's environment steps, up to whole rollouts of `num_envs`
+  environments of `rollout_len` steps.
+  """
+  if name not in PAPER_PROTOCOLS:
+    return None
+  return _trajectories(
+      PAPER_PROTOCOLS[name]['buffer_env_steps'], rollout_len, num_envs
+  )
