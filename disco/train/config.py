@@ -393,6 +393,19 @@ PAPER_PROTOCOLS: Mapping[str, Mapping[str, Any]] = {
 PROTOCOL_NUM_ENVS = {CRAFTER: 6, ATARI: 24}
 
 
+def protocol_buffer(name: str, num_envs: int, rollout_len: int) -> int | None:
+  """Preset `name`'s buffer in trajectories, if a paper protocol's, else None.
+
+  The table's environment steps, up to whole rollouts of `num_envs`
+  environments of `rollout_len` steps.
+  """
+  if name not in PAPER_PROTOCOLS:
+    return None
+  return _trajectories(
+      PAPER_PROTOCOLS[name]['buffer_env_steps'], rollout_len, num_envs
+  )
+
+
 def _protocol_preset(name: str) -> dict[str, Any]:
   table, num_envs = PAPER_PROTOCOLS[name], PROTOCOL_NUM_ENVS[name]
   return dict(
@@ -401,9 +414,7 @@ def _protocol_preset(name: str) -> dict[str, Any]:
       learner_batch_size=table['batch_size'],
       replay_fraction=table['replay_ratio'],
       spread_fresh=True,
-      buffer_capacity=_trajectories(
-          table['buffer_env_steps'], table['rollout_len'], num_envs
-      ),
+      buffer_capacity=protocol_buffer(name, num_envs, table['rollout_len']),
       learning_starts=table['batch_size'],
       discount=table['discount'],
       frame_stack=table['frame_stack'],
@@ -500,16 +511,3 @@ def preset(
         name, fields['num_envs'], fields['rollout_len']
     )
   return TrainConfig(**fields)
-
-
-def protocol_buffer(name: str, num_envs: int, rollout_len: int) -> int | None:
-  """Preset `name`'s buffer in trajectories, if a paper protocol's, else None.
-
-  The table's environment steps, up to whole rollouts of `num_envs`
-  environments of `rollout_len` steps.
-  """
-  if name not in PAPER_PROTOCOLS:
-    return None
-  return _trajectories(
-      PAPER_PROTOCOLS[name]['buffer_env_steps'], rollout_len, num_envs
-  )
