@@ -19,8 +19,16 @@
 # runs' 1,452,610 steps; GPU_SKIP_COST skips step 1, which times Craftax's
 # rollout). GPU_PRESET and GPU_AGENT set step 1's preset and agent
 # (default crafter, craftax_frames); GPU_SEEDS (default "0 1 2") and
-# GPU_DEADLINE_S (default 530) the seeds and the run's deadline;
-# GPU_NUM_ENVS the environments per rollout (default: the protocol's).
+# GPU_DEADLINE_S (default 530, or 430 with GPU_CHECKPOINTS) the seeds and
+# the run's deadline;
+# GPU_NUM_ENVS the environments per rollout (default: the protocol's);
+# GPU_UNROLL_INNER_SCANS=1 unrolls the scans inside an environment step and
+# a learner step (`--unroll-inner-scans`; the same values, fewer kernels in
+# a row). GPU_CHECKPOINTS=1 lets one run span two calls on one warm
+# machine: the run checkpoints when the deadline stops it (and at its end;
+# one seed's buffer is 4.5 GB, under GPU_BENCH_DIR on the device's disk,
+# which a warm machine keeps between calls), and the same command in the
+# next call resumes it. Start that call within the machine's 30 s of idle.
 # Everything comes back in $OUT: log.txt, rollout_cost_gpu.csv, the report
 # (results, summary, comparison, curves: CSV and PNG) and runs.tgz.
 #
@@ -31,6 +39,11 @@
 # Tried on the CPU at a tiny budget with:
 #   SKIP_INSTALL=1 OUT=/tmp/out GPU_ENV_STEPS=2000 GPU_SKIP_COST=1 \
 #     bash benchmarks/gpu_protocol.sh
+# and, one run over two calls (the first stopped by its deadline):
+#   SKIP_INSTALL=1 OUT=/tmp/out GPU_ENV_STEPS=8000 GPU_SKIP_COST=1 \
+#     GPU_SEEDS=0 GPU_CHECKPOINTS=1 GPU_UNROLL_INNER_SCANS=1 \
+#     GPU_EVALUATIONS=4 GPU_DEADLINE_S=90 bash benchmarks/gpu_protocol.sh
+#   (the same with GPU_DEADLINE_S=400)
 set -u
 start=$(date +%s)
 elapsed() { echo $(($(date +%s) - start)); }
@@ -39,10 +52,19 @@ ENV="${GPU_ENV:-craftax:Craftax-Classic-Symbolic-v1}"
 ALGOS="${GPU_ALGOS:-disco}"
 ENV_STEPS="${GPU_ENV_STEPS:-1000000}"
 SEEDS="${GPU_SEEDS:-0 1 2}"
-DEADLINE="${GPU_DEADLINE_S:-530}"   # seconds after start: stop the run
 RC_TIMEOUT="${GPU_RC_TIMEOUT_S:-90}"
 BENCH="${GPU_BENCH_DIR:-/tmp/gpu_protocol}"
 LOG="${OUT}/log.txt"
+if [[ -n "${GPU_CHECKPOINTS:-}" ]]; then
+  # Only when stopped and at the end; time to write one when stopped.
+  CHECKPOINTS="--checkpoint-every 100000000"
+  KILL_AFTER="${GPU_KILL_AFTER_S:-150}"
+  DEADLINE="${GPU_DEADLINE_S:-430}" # seconds after start: stop the run
+else
+  CHECKPOINTS=--no-checkpoints
+  KILL_AFTER="${GPU_KILL_AFTER_S:-30}"
+  DEADLINE="${GPU_DEADLINE_S:-530}"
+fi
 # shellcheck source=benchmarks/gpu_setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh"
 {
@@ -57,6 +79,7 @@ print("jax", jax.__version__, jax.devices())' || exit 1
       --preset "${GPU_PRESET:-crafter}" --env "${ENV}" \
       --agent "${GPU_AGENT:-craftax_frames}" \
       --num-envs 6 24 --num-seeds 3 --chunk 4 --chunks 3 \
+      ${GPU_UNROLL_INNER_SCANS:+--inner-scans unrolled} \
       --out "${OUT}/rollout_cost_gpu.csv"
     echo "[$(elapsed) s] rollout cost stopped or done"
   fi
@@ -64,12 +87,14 @@ print("jax", jax.__version__, jax.devices())' || exit 1
   # 2. The run until the deadline.
   left=$((DEADLINE - $(elapsed)))
   # shellcheck disable=SC2086
-  timeout -s INT -k 30 "${left}" "${PY}" benchmarks/paper_protocol.py \
+  timeout -s INT -k "${KILL_AFTER}" "${left}" "${PY}" \
+    benchmarks/paper_protocol.py \
     --out "${BENCH}" --env "${ENV}" --algos ${ALGOS} --seeds ${SEEDS} \
     --seeds-together --env-steps "${ENV_STEPS}" \
-    --evaluations "${GPU_EVALUATIONS:-40}" --no-checkpoints \
+    --evaluations "${GPU_EVALUATIONS:-40}" ${CHECKPOINTS} \
     --steps-per-chunk "${GPU_STEPS_PER_CHUNK:-10}" --no-progress \
-    ${GPU_NUM_ENVS:+--num-envs "${GPU_NUM_ENVS}"}
+    ${GPU_NUM_ENVS:+--num-envs "${GPU_NUM_ENVS}"} \
+    ${GPU_UNROLL_INNER_SCANS:+--unroll-inner-scans}
   echo "[$(elapsed) s] run stopped or done"
   "${PY}" benchmarks/paper_protocol.py --out "${BENCH}" --report \
     --include-partial

@@ -2,24 +2,29 @@
 # Issue 37 item 3c on a lent GPU, one call of about 8 minutes: what the
 # `crafter` iteration of Disco103 on Craftax-Classic costs per update
 # (`learner_cost.py`: one rollout of 6 environments x 29 steps and the 25
-# updates it feeds, steady state), and what cuts it, in this order (what
-# fitting one seed's 1M-step run in one call needs first):
-#   1. one seed alone: 7.3 ms per update on an H100 on 2026-11-28, 17.5
-#      minutes for 1M steps;
-#   2. one seed acting with 24 and 96 environments (100 and 400 updates
-#      per rollout, the replay ratio kept): the rollout's 29 sequential
-#      Craftax steps were half of it;
-#   3. XLA's while-loop unrolling (`--xla_gpu_enable_while_loop_unrolling`),
-#      one seed, each mode of GPU_UNROLL (default "DOUBLE_BUFFER
-#      NO_UNROLL", against XLA's default mode in 1): the update's latency
-#      is that of loops of small steps (docs/benchmarks.md). On 2026-11-28
-#      FULL_UNROLL gave no row within 120 s (the default's program compiles
-#      in 65 s);
-#   4. three seeds together, each frame embedded once and every frame of
-#      every stack (2026-11-28: 3.87 ms per update and seed, every frame).
+# updates it feeds, steady state), and what cuts it. One seed alone cost
+# 7.3 ms per update on an H100 on 2026-11-28 (17.5 minutes for 1M steps);
+# about half of it is the rollout's 29 sequential Craftax steps, each of
+# which runs some 300 iterations of short scans one after another.
+# Settings, in this order (what fitting one seed's 1M-step run in one
+# call needs first; none starts after the deadline):
+#   1. one_seed: one seed as it runs today (the baseline of this call);
+#   2. one_seed_unrolled: the scans inside an environment step and a learner
+#      step unrolled (`--inner-scans unrolled`, TrainConfig.
+#      unroll_inner_scans; the same values bit for bit on a CPU);
+#   3. one_seed_unrolled_envs24: and 24 environments per rollout (100
+#      updates per rollout, the replay ratio kept);
+#   4. one_seed_cmdbuf, one_seed_unrolled_cmdbuf: XLA's command buffers
+#      (CUDA graphs) for while loops and conditionals too
+#      (`--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL`);
+#   5. one_seed_envs24, three_seeds_unrolled, one_seed_envs96;
+#   6. XLA's while-loop unrolling modes of GPU_UNROLL (default
+#      "DOUBLE_BUFFER NO_UNROLL"; FULL_UNROLL gave no row within 120 s on
+#      2026-11-28), then three seeds with each frame embedded once and
+#      every frame (3.87 ms per update and seed, every frame, 2026-11-28).
 # Each setting is its own learner_cost.py invocation (one process) under
-# `timeout` (GPU_SETTING_TIMEOUT_S, default 120), and none starts after
-# GPU_DEADLINE_S (default 420). The CSVs come back in $OUT with log.txt.
+# `timeout` (GPU_SETTING_TIMEOUT_S, default 150), and none starts after
+# GPU_DEADLINE_S (default 400). The CSVs come back in $OUT with log.txt.
 # Wheels and weights as for gpu_protocol.sh (carry [".whl",
 # ".gpu/disco_103.npz"]).
 # Tried on the CPU at a tiny budget with:
@@ -30,11 +35,12 @@ shopt -s nullglob
 start=$(date +%s)
 elapsed() { echo $(($(date +%s) - start)); }
 PY="${PY:-python3}"
-DEADLINE="${GPU_DEADLINE_S:-420}"
+DEADLINE="${GPU_DEADLINE_S:-400}"
 LOG="${OUT}/log.txt"
 # shellcheck source=benchmarks/gpu_setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh"
 UNROLL=--xla_gpu_enable_while_loop_unrolling=WHILE_LOOP_UNROLLING
+CMDBUF=--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL
 # One setting: its name, its XLA_FLAGS, then learner_cost.py's arguments.
 setting() {
   local name=$1 flags=$2
@@ -44,7 +50,7 @@ setting() {
     return
   fi
   XLA_FLAGS="${flags}" timeout -s INT -k 10 \
-    "${GPU_SETTING_TIMEOUT_S:-120}" "${PY}" benchmarks/learner_cost.py \
+    "${GPU_SETTING_TIMEOUT_S:-150}" "${PY}" benchmarks/learner_cost.py \
     --presets crafter --envs craftax:Craftax-Classic-Symbolic-v1 \
     --agents craftax_frames --dtypes float32 --rules disco \
     --chunk "${GPU_CHUNK:-10}" --chunks "${GPU_CHUNKS:-3}" "$@" \
@@ -54,7 +60,14 @@ setting() {
 {
   nvidia-smi -L 2>/dev/null
   setting one_seed "" --num-seeds 1
+  setting one_seed_unrolled "" --num-seeds 1 --inner-scans unrolled
+  setting one_seed_unrolled_envs24 "" --num-seeds 1 --inner-scans unrolled \
+    --num-envs 24 --chunk 3
+  setting one_seed_cmdbuf "${CMDBUF}" --num-seeds 1
+  setting one_seed_unrolled_cmdbuf "${CMDBUF}" --num-seeds 1 \
+    --inner-scans unrolled
   setting one_seed_envs24 "" --num-seeds 1 --num-envs 24 --chunk 3
+  setting three_seeds_unrolled "" --num-seeds 3 --inner-scans unrolled
   setting one_seed_envs96 "" --num-seeds 1 --num-envs 96 --chunk 1
   for unroll in ${GPU_UNROLL:-DOUBLE_BUFFER NO_UNROLL}; do
     setting "unroll_${unroll,,}" "${UNROLL}_${unroll}" --num-seeds 1

@@ -12,7 +12,10 @@ caches. `--frame-stacks` overrides the preset's frame stacking and
 rollout grow with them, the replay ratio kept);
 `--frame-embeddings once every` times `craftax_frames` both ways: each
 distinct frame of a trajectory embedded once (the default) and every frame
-of every stack (the baseline, `embed_each_frame_once=False`).
+of every stack (the baseline, `embed_each_frame_once=False`);
+`--inner-scans rolled unrolled` times the program both ways: the scans
+inside one environment step and one learner step left as loops (the
+default) and unrolled (`TrainConfig.unroll_inner_scans`).
 
   updates_per_s   learner updates per second of the run (all its seeds)
   per_seed        updates per second per seed (the run's rate x seeds)
@@ -21,6 +24,7 @@ of every stack (the baseline, `embed_each_frame_once=False`).
   vs_ac           Disco103's rate over actor-critic's (same env, agent,
                   dtype)
   vs_every        this rate over embedding every frame's (same setting)
+  vs_rolled       this rate over the inner scans rolled (same setting)
 
   python benchmarks/learner_cost.py --out benchmarks/results/learner_cost.csv
   python benchmarks/learner_cost.py --envs catch --agents colab --rules disco
@@ -30,6 +34,9 @@ of every stack (the baseline, `embed_each_frame_once=False`).
   python benchmarks/learner_cost.py --presets crafter \
       --envs craftax:Craftax-Classic-Symbolic-v1 --agents craftax_frames \
       --dtypes float32 --frame-embeddings once every
+  python benchmarks/learner_cost.py --presets crafter \
+      --envs craftax:Craftax-Classic-Symbolic-v1 --agents craftax_frames \
+      --dtypes float32 --rules disco --inner-scans rolled unrolled
 
 Needs gymnax (MinAtar) and craftax (Craftax-Classic) for those rows.
 """
@@ -64,6 +71,7 @@ COLUMNS = (
     'preset',
     'frame_stack',
     'frame_embedding',
+    'inner_scans',
     'num_envs',
     'env',
     'agent',
@@ -76,6 +84,7 @@ COLUMNS = (
     'vs_f32',
     'vs_ac',
     'vs_every',
+    'vs_rolled',
     'timed_updates',
     'compile_s',
 )
@@ -98,6 +107,8 @@ def child(spec: dict) -> dict:
   changes = {}
   if spec.get('num_envs'):
     changes['num_envs'] = spec['num_envs']
+  if spec.get('inner_scans') == 'unrolled':
+    changes['unroll_inner_scans'] = True
   if spec.get('frame_stack'):
     changes['frame_stack'] = spec['frame_stack']
     if spec['frame_stack'] == 1:
@@ -161,6 +172,13 @@ def main(argv=None) -> int:
       help="craftax_frames: each frame embedded once, or every stack's",
   )
   parser.add_argument(
+      '--inner-scans',
+      nargs='+',
+      choices=('rolled', 'unrolled'),
+      default=('rolled',),
+      help='the scans inside a step left as loops, or unrolled',
+  )
+  parser.add_argument(
       '--num-envs',
       nargs='+',
       type=int,
@@ -191,7 +209,7 @@ def main(argv=None) -> int:
   rows = []
   settings = [
       (preset, frame_stack, num_envs, embedding, env, agent, rule, dtype,
-       num_seeds)  # fmt: skip
+       num_seeds, inner_scans)  # fmt: skip
       for preset in args.presets
       for frame_stack in args.frame_stacks
       for num_envs in args.num_envs
@@ -203,6 +221,7 @@ def main(argv=None) -> int:
       for num_seeds in args.num_seeds
       for embedding in args.frame_embeddings
       if embedding == 'once' or agent == 'craftax_frames'
+      for inner_scans in args.inner_scans
   ]
   for (
       preset,
@@ -214,12 +233,14 @@ def main(argv=None) -> int:
       rule,
       dtype,
       num_seeds,
+      inner_scans,
   ) in settings:
     spec = dict(
         preset=preset,
         frame_stack=frame_stack,
         num_envs=num_envs,
         frame_embedding=embedding,
+        inner_scans=inner_scans,
         env=env,
         agent=agent,
         rule=rule,
@@ -237,7 +258,7 @@ def main(argv=None) -> int:
       write_csv(args.out, rows)
     print(
         f'{preset:7} K={row["frame_stack"]:<3} envs={row["num_envs"]:<3}'
-        f' {embedding:5} {env:38}'
+        f' {embedding:5} {inner_scans:8} {env:38}'
         f' {agent:14}'
         f' {dtype:9} {rule:13} x{num_seeds}: {row["per_seed"]:6.2f}'
         f' updates/s per seed ({row["ms_per_update"]:5.0f} ms), compile'
@@ -263,13 +284,18 @@ def write_csv(path: str, rows: list[dict]) -> None:
 
 
 def _ratios(rows: list[dict]) -> None:
-  def setting(row: dict, frame_embedding: str | None = None) -> tuple:
+  def setting(
+      row: dict,
+      frame_embedding: str | None = None,
+      inner_scans: str | None = None,
+  ) -> tuple:
     """What two rows must share to be compared (older rows: `paper`)."""
     return (
         row.get('preset', 'paper'),
         row.get('frame_stack'),
         row.get('num_envs'),
         frame_embedding or row.get('frame_embedding', 'once'),
+        inner_scans or row.get('inner_scans') or 'rolled',
         row['env'],
         row['agent'],
         row['num_seeds'],
@@ -289,6 +315,10 @@ def _ratios(rows: list[dict]) -> None:
     f32 = find(setting(row), row['rule'], 'float32')
     every = find(setting(row, 'every'), row['rule'], row['compute_dtype'])
     row['vs_every'] = row['per_seed'] / every['per_seed'] if every else ''
+    rolled = find(
+        setting(row, inner_scans='rolled'), row['rule'], row['compute_dtype']
+    )
+    row['vs_rolled'] = row['per_seed'] / rolled['per_seed'] if rolled else ''
     ac = find(setting(row), 'actor_critic', row['compute_dtype'])
     row['vs_f32'] = row['per_seed'] / f32['per_seed'] if f32 else ''
     row['vs_ac'] = row['per_seed'] / ac['per_seed'] if ac else ''

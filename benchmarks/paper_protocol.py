@@ -98,6 +98,8 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
   changes = {}
   if args.num_envs is not None:
     changes['num_envs'] = args.num_envs
+  if args.unroll_inner_scans:
+    changes['unroll_inner_scans'] = True
   if args.frame_stack is not None:
     changes['frame_stack'] = args.frame_stack
     if args.frame_stack == 1:
@@ -290,6 +292,14 @@ def main(argv=None) -> int:
           "environments per rollout (default: the protocol's, 6 or 24; the"
           ' replay ratio kept); give such runs an --out of their own, as the'
           ' report groups runs by rule'
+      ),
+  )
+  parser.add_argument(
+      '--unroll-inner-scans',
+      action='store_true',
+      help=(
+          'unroll the scans inside an environment step and a learner step'
+          ' (the same values, fewer kernels in a row on a GPU)'
       ),
   )
   parser.add_argument(

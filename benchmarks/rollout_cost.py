@@ -10,8 +10,11 @@ the first (which compiles).
 
   iterations_per_s  acting iterations per second (all seeds together)
   ms_per_step       milliseconds per sequential environment step: one step
-                    of all environments of all seeds, with the agent's
+                    of all environments of all seeds, with the agent's step
   env_steps_per_s   environment steps per second, all seeds
+
+`--inner-scans rolled unrolled` times each setting with the scans inside an
+environment step as loops and unrolled (`TrainConfig.unroll_inner_scans`).
 
   python benchmarks/rollout_cost.py --preset crafter \\
       --env craftax:Craftax-Classic-Symbolic-v1 --agent craftax_frames \\
@@ -33,6 +36,7 @@ COLUMNS = (
     'frame_stack',
     'num_envs',
     'num_seeds',
+    'inner_scans',
     'iterations_per_s',
     'ms_per_step',
     'env_steps_per_s',
@@ -49,6 +53,7 @@ def measure(
     num_seeds: int,
     chunk: int,
     chunks: int,
+    inner_scans: str = 'rolled',
 ) -> dict[str, float]:
   """Times acting-only iterations of `preset` with `num_envs` environments."""
   from disco import train  # pylint: disable=g-import-not-at-top
@@ -66,6 +71,7 @@ def measure(
       checkpoint_every=0,
       buffer_capacity=made,
       learning_starts=made,
+      unroll_inner_scans=inner_scans == 'unrolled',
   )
   ends = []
   start = time.perf_counter()
@@ -83,6 +89,7 @@ def measure(
       frame_stack=config.frame_stack,
       num_envs=num_envs,
       num_seeds=num_seeds,
+      inner_scans=inner_scans,
       iterations_per_s=rate,
       ms_per_step=1000.0 / (rate * config.rollout_len),
       env_steps_per_s=rate * config.env_steps_per_step * num_seeds,
@@ -113,6 +120,13 @@ def main(argv=None) -> int:
   parser.add_argument('--agent', default='craftax_frames')
   parser.add_argument('--num-envs', nargs='+', type=int, default=(6,))
   parser.add_argument('--num-seeds', nargs='+', type=int, default=(1,))
+  parser.add_argument(
+      '--inner-scans',
+      nargs='+',
+      choices=('rolled', 'unrolled'),
+      default=('rolled',),
+      help='the scans inside an environment step left as loops, or unrolled',
+  )
   parser.add_argument('--chunk', type=int, default=10)
   parser.add_argument('--chunks', type=int, default=4)
   parser.add_argument('--out', type=pathlib.Path, default=None)
@@ -131,25 +145,27 @@ def main(argv=None) -> int:
     args.out.unlink(missing_ok=True)  # Written afresh, as before.
   for num_envs in args.num_envs:
     for num_seeds in args.num_seeds:
-      row = measure(
-          args.preset,
-          args.env,
-          args.agent,
-          num_envs,
-          num_seeds,
-          args.chunk,
-          args.chunks,
-      )
-      print(
-          ', '.join(
-              f'{k}={v:.4g}' if isinstance(v, float) else f'{k}={v}'
-              for k, v in row.items()
-          ),
-          flush=True,
-      )
-      if args.out is not None:
-        # Row by row: a measurement stopped by a deadline keeps the others.
-        _append(args.out, header, row)
+      for inner_scans in args.inner_scans:
+        row = measure(
+            args.preset,
+            args.env,
+            args.agent,
+            num_envs,
+            num_seeds,
+            args.chunk,
+            args.chunks,
+            inner_scans,
+        )
+        print(
+            ', '.join(
+                f'{k}={v:.4g}' if isinstance(v, float) else f'{k}={v}'
+                for k, v in row.items()
+            ),
+            flush=True,
+        )
+        if args.out is not None:
+          # Row by row: a measurement stopped by a deadline keeps the rest.
+          _append(args.out, header, row)
   return 0
 
 

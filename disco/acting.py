@@ -17,6 +17,7 @@ import numpy as np
 
 from disco import truncation as truncation_lib
 from disco import types
+from disco import unrolling
 from disco.environments import base
 
 _ArrayT = TypeVar('_ArrayT', np.ndarray, jax.Array)
@@ -43,6 +44,7 @@ def unroll_jittable_actor(
     rollout_len: int,
     actor_step_fn: ActorStepFn,
     truncation: bool = False,
+    unroll_inner_scans: bool = False,
 ) -> UnrollOutput:
   """Runs the actor and a jittable environment for `rollout_len` steps.
 
@@ -62,6 +64,9 @@ def unroll_jittable_actor(
       environment's time limits apart from terminations (the environment
       must have `step_with_truncation`, see `truncation.reports_truncation`);
       the other fields are the same as without.
+    unroll_inner_scans: unroll the `lax.scan` loops inside one step (the
+      actor's and the environment's; `unrolling.unroll_scans`): the same
+      values, fewer kernels one after another on a GPU.
 
   Returns:
     (rollout [T, B, ...], actor state, timestep and environment state after
@@ -92,7 +97,7 @@ def unroll_jittable_actor(
     return (env_state, timestep, actor_state), (actor_timestep, step_truncation)
 
   (env_state, timestep, actor_state), outputs = jax.lax.scan(
-      _one_step,
+      unrolling.unroll_scans(_one_step) if unroll_inner_scans else _one_step,
       (env_state, timestep, actor_state),
       jax.random.split(rng, rollout_len),
   )

@@ -274,9 +274,11 @@ def test_learner_cost_ratios_compare_like_with_like():
           ('actor_critic', 'float32', 8.0),
       )
   ]
+  rows.append(rows[0] | dict(inner_scans='unrolled', per_seed=3.0))
   cost._ratios(rows)  # pylint: disable=protected-access
-  assert [r['vs_f32'] for r in rows] == [1.0, 0.5, 1.0]
-  assert [r['vs_ac'] for r in rows] == [0.25, '', 1.0]
+  assert [r['vs_f32'] for r in rows] == [1.0, 0.5, 1.0, 1.0]
+  assert [r['vs_ac'] for r in rows] == [0.25, '', 1.0, '']
+  assert [r['vs_rolled'] for r in rows] == [1.0, 1.0, 1.0, 1.5]
 
 
 def test_records_saved_before_truncation_existed_match_the_benchmark():
@@ -296,6 +298,7 @@ def test_the_protocol_benchmark_runs_the_preset_beside_old_runs_and_paper():
   args = argparse.Namespace(
       frame_stack=None,
       num_envs=None,
+      unroll_inner_scans=False,
       env_steps=None,
       agent=None,
       evaluations=8,
@@ -310,6 +313,12 @@ def test_the_protocol_benchmark_runs_the_preset_beside_old_runs_and_paper():
   assert (config.num_steps, config.env_steps_per_step) == (575, 174)
   assert config.buffer_capacity == 576 * 6
   assert config.truncation == 'terminate'
+  assert not config.unroll_inner_scans
+  unrolled = protocol.our_config(
+      protocol.CRAFTAX, 'disco', 0, argparse.Namespace(**vars(args) | dict(
+          unroll_inner_scans=True))
+  )  # fmt: skip
+  assert unrolled == config.replace(unroll_inner_scans=True)
   # With 24 environments: a quarter of the rollouts, four times the updates
   # per rollout, a run name of its own.
   more = protocol.our_config(

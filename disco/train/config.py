@@ -35,6 +35,8 @@ EXECUTION_FIELDS = frozenset({
     'checkpoint_every',
     'keep_checkpoints',
     'update_rule_params',
+    # The same values, compiled otherwise (`disco.unrolling`).
+    'unroll_inner_scans',
 })
 
 
@@ -122,6 +124,11 @@ class TrainConfig(
       same gradient up to float rounding, for less work); False
       differentiates every action as the reference does, keeping its
       rounding.
+    unroll_inner_scans: unroll the `lax.scan` loops inside one environment
+      step and one learner step (Craftax's, Retrace's, the meta-network's;
+      `disco.unrolling`): the same values (bit for bit on a CPU), fewer
+      kernels one after another on a GPU, a longer compile. The loops over
+      a rollout's steps and an iteration's learner steps stay rolled.
     value_fn_dense: hidden sizes of the value network trained alongside a
       policy-gradient agent.
     value_fn_head_w_init_std: std of the init of that network's head.
@@ -182,6 +189,7 @@ class TrainConfig(
   agent_max_abs_update: float = schedules.MAX_ABS_UPDATE
   compute_dtype: str = precision.FLOAT32
   taken_action_gradients: bool = True
+  unroll_inner_scans: bool = False
   # Evaluation.
   eval_every: int = 0
   eval_envs: int = 16
@@ -235,7 +243,9 @@ class TrainConfig(
         ),
         minimum=0,
     )
-    configs.check_bools(self, ('spread_fresh', 'agent_lr_fit_budget'))
+    configs.check_bools(
+        self, ('spread_fresh', 'agent_lr_fit_budget', 'unroll_inner_scans')
+    )
     check(
         self.rollout_len >= 2,
         'rollout_len must be >= 2 (a learner needs a transition), got'

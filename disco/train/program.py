@@ -27,6 +27,7 @@ from disco import precision
 from disco import replay as replay_lib
 from disco import truncation as truncation_lib
 from disco import types
+from disco import unrolling
 from disco.environments import base as base_env
 from disco.train.config import TrainConfig
 
@@ -123,6 +124,8 @@ def per_device_fns(
   replayed = config.replay_per_batch
   num_learner_steps = config.learner_steps_per_step
   learn_fn = learner.make_learn_fn(setup)
+  if config.unroll_inner_scans:
+    learn_fn = unrolling.unroll_scans(learn_fn)
   stacked = config.frame_stack > 1
   pack = frame_stack.pack if stacked else lambda rollout: rollout
   unpack = frame_stack.unpack if stacked else lambda rollout: rollout
@@ -149,6 +152,7 @@ def per_device_fns(
           config.truncation == truncation_lib.BOOTSTRAP
           and truncation_lib.reports_truncation(env)
       ),
+      unroll_inner_scans=config.unroll_inner_scans,
   )
 
   def init(seed_key: chex.PRNGKey) -> TrainState:
@@ -335,6 +339,9 @@ def per_device_fns(
     return jax.lax.fori_loop(0, num_iterations, body, (state, sums))
 
   eval_local = config.eval_envs // num_devices
+  eval_step = eval_env.step
+  if config.unroll_inner_scans:
+    eval_step = unrolling.unroll_scans(eval_step)
 
   def evaluate(params: hk.Params, key: chex.PRNGKey) -> dict[str, Any]:
     """One episode in each evaluation environment: return sum and count."""
@@ -355,7 +362,7 @@ def per_device_fns(
       actor_timestep, actor_state = agent.actor_step(
           params, keys, timestep, actor_state
       )
-      env_state, timestep = eval_env.step(env_state, actor_timestep.actions)
+      env_state, timestep = eval_step(env_state, actor_timestep.actions)
       acc = acc + jnp.where(done, 0.0, timestep.reward)
       ended = ~done & (timestep.step_type == dm_env.StepType.LAST)
       returns = jnp.where(ended, acc, returns)
