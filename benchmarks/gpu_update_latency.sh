@@ -75,4 +75,17 @@ setting() {
   setting once "" --num-seeds 3
   setting every "" --num-seeds 3 --frame-embeddings every
   for f in "${OUT}"/*.csv; do echo "== ${f##*/}"; cat "${f}"; done
+  # Each setting's cost per update and seed against one_seed's (this call).
+  "${PY}" - "${OUT}" <<'EOF_PY'
+import csv, pathlib, sys
+rows = {}
+for path in sorted(pathlib.Path(sys.argv[1]).glob('*.csv')):
+  lines = [l for l in path.read_text().splitlines() if not l.startswith('#')]
+  for row in csv.DictReader(lines):
+    rows[path.stem] = float(row['ms_per_update'])
+base = rows.get('one_seed')
+for name, ms in rows.items():
+  ratio = f'{base / ms:.2f}x one_seed' if base else ''
+  print(f'{name:28} {ms:8.2f} ms per update and seed  {ratio}')
+EOF_PY
 } 2>&1 | tee "${LOG}"
