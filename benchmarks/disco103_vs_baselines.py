@@ -52,6 +52,7 @@ import argparse
 import csv
 import json
 import pathlib
+import signal
 import sys
 from typing import Any
 
@@ -461,6 +462,16 @@ def run_command(parser, argv, run_env_fn, report_fn) -> int:
       run_env_fn(args)
   except pieces.PiecesError as e:
     parser.exit(1, f'{parser.prog}: error: {e}\n')
+  except KeyboardInterrupt as e:
+    # Ctrl-C or SIGTERM: the trainer checkpointed (or kept its rows) first.
+    signum = getattr(e, 'signum', signal.SIGINT)
+    print(
+        f'{parser.prog}: stopped by {signal.Signals(signum).name}; what ran'
+        f' is kept in {args.out} (checkpoint and partial record): the same'
+        ' command goes on from there',
+        file=sys.stderr,
+    )
+    return 128 + signum
   if args.report:
     report_fn(args.out, args.include_partial)
   return 0

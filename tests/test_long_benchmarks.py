@@ -156,6 +156,42 @@ def test_command_needs_an_environment_or_the_report(capsys, tmp_path):
   assert 'give --env' in capsys.readouterr().err
 
 
+def test_a_command_stopped_by_sigterm_says_so_and_the_same_one_resumes(
+    capsys, tmp_path, monkeypatch
+):
+  """A session's end (SIGTERM): a checkpoint, a message, no traceback."""
+  parser = argparse.ArgumentParser(prog='bench')
+  parser.add_argument('--out', type=pathlib.Path)
+  parser.add_argument('--env')
+  parser.add_argument('--report', action='store_true')
+  parser.add_argument('--include-partial', action='store_true')
+  argv = ['--out', str(tmp_path), '--env', 'catch']
+
+  def run_env(args):
+    pieces.run(args.out, 'run', _tiny(), num_seeds=1, show_progress=False)
+
+  class _TermAfter3(pieces.progress.ProgressBar):
+
+    def __call__(self, step, row):
+      if step == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+  monkeypatch.setattr(pieces.progress, 'ProgressBar', _TermAfter3)
+  code = vs_baselines.run_command(parser, argv, run_env, None)
+  monkeypatch.undo()
+  assert code == 128 + signal.SIGTERM
+  err = capsys.readouterr().err
+  assert 'stopped by SIGTERM' in err and 'the same command goes on' in err
+  partial = json.loads(pieces.partial_path(tmp_path, 'run').read_text())
+  assert partial['pieces'][0]['status'] == 'interrupted'
+  stopped_at = partial['pieces'][0]['ended_at_step']
+  assert 3 <= stopped_at < 6
+  assert vs_baselines.run_command(parser, argv, run_env, None) == 0
+  done = json.loads(pieces.record_path(tmp_path, 'run').read_text())
+  assert [p['started_at_step'] for p in done['pieces']] == [0, stopped_at]
+  assert done['logs']['step'][-1] == 6.0
+
+
 def test_budgets_count_updates_on_minatar_and_env_steps_on_craftax():
   args = vs_baselines.main.__globals__['argparse'].Namespace(
       updates=5000, env_steps=None, disco_lr=1e-3, ac_lr=1e-3, agent=None
