@@ -159,6 +159,8 @@ def run(
 ) -> dict[str, Any]:
   """Trains (or resumes, or skips) run `name`; returns its record.
 
+  A finished run writes its done record and removes its partial one.
+
   Args:
     out: the benchmark's output directory.
     name: the run's file name (no suffix).
@@ -258,6 +260,8 @@ def run(
       },
   )
   write_json(record_path(out, name), record)
+  # The done record holds every row the partial one had; keep one per run.
+  partial_path(out, name).unlink(missing_ok=True)
   return record
 
 

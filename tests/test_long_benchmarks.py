@@ -190,6 +190,8 @@ def test_a_command_stopped_by_sigterm_says_so_and_the_same_one_resumes(
   done = json.loads(pieces.record_path(tmp_path, 'run').read_text())
   assert [p['started_at_step'] for p in done['pieces']] == [0, stopped_at]
   assert done['logs']['step'][-1] == 6.0
+  # The done record replaces the partial one: one file per run.
+  assert not pieces.partial_path(tmp_path, 'run').exists()
 
 
 def test_budgets_count_updates_on_minatar_and_env_steps_on_craftax():
