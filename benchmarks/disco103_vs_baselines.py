@@ -288,15 +288,48 @@ def per_seed_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
   return rows
 
 
+def at_common_budget(
+    group: list[dict[str, Any]],
+) -> tuple[int, np.ndarray, int | None]:
+  """Each seed's return at the last evaluation every seed reached.
+
+  A stopped run's seeds (a partial record) end before finished ones; an IQM
+  pools returns at one budget. Seeds that went further give their last
+  evaluation at or before it.
+
+  Args:
+    group: `per_seed_rows` rows of one environment and algorithm.
+
+  Returns:
+    The budget (env steps), the returns [seeds] there, and the learner
+    updates there (None for rejax's PPO).
+  """
+  budget = min(r['env_steps'] for r in group)
+  values, updates = [], []
+  for r in group:
+    if r['env_steps'] == budget:
+      values.append(r['final_return'])
+      updates.append(r['learner_updates'])
+      continue
+    steps, learner, returns = r['eval_curve']
+    i = np.flatnonzero(np.asarray(steps) <= budget)[-1]
+    values.append(float(returns[i]))
+    updates.append(None if learner is None else int(learner[i]))
+  return budget, np.array(values), updates[0]
+
+
 def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-  """Per environment and algorithm: IQM over seeds and its 95% interval."""
+  """Per environment and algorithm: IQM over seeds and its 95% interval.
+
+  At the budget every seed reached (`at_common_budget`).
+  """
   out = []
   for env in dict.fromkeys(r['env'] for r in rows):
     for algo in ALGOS:
       group = [r for r in rows if r['env'] == env and r['algo'] == algo]
       if not group:
         continue
-      values = np.array([r['final_return'] for r in group])
+      budget, values, updates = at_common_budget(group)
       low, high = metrics.bootstrap_interval(values)
       out.append(
           dict(
@@ -308,8 +341,8 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
               ci_high=high,
               mean=float(np.nanmean(values)),
               per_seed=' '.join(f'{v:.2f}' for v in values),
-              env_steps=max(r['env_steps'] for r in group),
-              learner_updates=group[0]['learner_updates'],
+              env_steps=budget,
+              learner_updates=updates,
               wall_seconds_per_seed=round(
                   float(np.mean([r['wall_seconds_per_seed'] for r in group])),
                   1,
@@ -446,7 +479,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
       action='store_true',
       help=(
           'report stopped runs too, up to their last checkpoint (their'
-          ' last log row, run without checkpoints)'
+          ' last log row, run without checkpoints); the summary takes each'
+          " seed at the last evaluation all of an algorithm's seeds reached"
       ),
   )
   parser.add_argument('--no-progress', action='store_true')

@@ -149,6 +149,26 @@ def test_report_gives_iqm_intervals_per_seed_values_and_plots(tmp_path):
     assert (tmp_path / name).is_file(), name
 
 
+def test_summary_pools_seeds_at_the_budget_every_seed_reached(tmp_path):
+  """A stopped seed beside finished ones: the IQM is at its last evaluation."""
+  env = 'craftax:Craftax-Classic-Symbolic-v1'
+  runs = tmp_path / pieces.RUNS_DIR
+  for seed, finals in enumerate(([0.0, 1.0, 5.0], [0.0, 3.0, 6.0])):
+    pieces.write_json(runs / f'd{seed}.json', _ours(env, 'disco', seed, finals))
+  stopped = dict(_ours(env, 'disco', 2, [0.0, 4.0]), status=pieces.PARTIAL)
+  pieces.write_json(runs / 'd2.partial.json', stopped)
+  rows = vs_baselines.per_seed_rows(
+      vs_baselines.load_records(tmp_path, include_partial=True)
+  )
+  assert [r['env_steps'] for r in rows] == [290 * 50, 290 * 50, 290 * 25]
+  (summary,) = vs_baselines.summary_rows(rows)
+  assert summary['env_steps'] == 290 * 25
+  assert summary['learner_updates'] == 25
+  assert summary['per_seed'] == '1.00 3.00 4.00'
+  (done,) = vs_baselines.summary_rows(rows[:2])
+  assert done['env_steps'] == 290 * 50 and done['per_seed'] == '5.00 6.00'
+
+
 def test_command_needs_an_environment_or_the_report(capsys, tmp_path):
   with pytest.raises(SystemExit) as e:
     vs_baselines.main(['--out', str(tmp_path)])
