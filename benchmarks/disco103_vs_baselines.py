@@ -37,7 +37,7 @@ writes, from every finished run in `--out`:
                values
   curves.csv   every evaluation point (and our policy entropy per chunk)
   curves.png   per environment: evaluation return against env steps (all
-               three), and against learner updates with the policy's
+               three; a colour per algorithm, a line style per seed), and against learner updates with the policy's
                entropy (ours; Disco103's warm-up is where its entropy stays
                near log A)
 
@@ -70,6 +70,8 @@ DISCO = 'disco'
 ACTOR_CRITIC = 'actor_critic'
 PPO = 'ppo'
 ALGOS = (DISCO, ACTOR_CRITIC, PPO)
+# Seeds of one algorithm share its colour and differ in line style.
+SEED_LINESTYLES = ('-', '--', ':', '-.')
 MINATAR = (
     'gymnax:Breakout-MinAtar',
     'gymnax:SpaceInvaders-MinAtar',
@@ -380,7 +382,11 @@ def write_csv(path: pathlib.Path, rows: list[dict[str, Any]]) -> None:
       })
 
 
-def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
+def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> Any:
+  """Writes every seed's curves to `path`; returns the matplotlib figure.
+
+  One colour per algorithm, one line style per seed of it (in seed order).
+  """
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use('Agg')
@@ -395,14 +401,22 @@ def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
     for r in rows:
       if r['env'] != env:
         continue
-      colour = f'C{ALGOS.index(r["algo"])}'
-      label = f'{r["algo"]} s{r["seed"]}'
+      seeds = sorted(
+          {q['seed'] for q in rows if (q['env'], q['algo']) == (env, r['algo'])}
+      )
+      style = dict(
+          color=f'C{ALGOS.index(r["algo"])}',
+          ls=SEED_LINESTYLES[seeds.index(r['seed']) % len(SEED_LINESTYLES)],
+          alpha=0.8,
+          lw=1,
+          label=f'{r["algo"]} s{r["seed"]}',
+      )
       steps, updates, returns = r['eval_curve']
-      top.plot(steps, returns, color=colour, alpha=0.8, lw=1, label=label)
+      top.plot(steps, returns, **style)
       if updates is not None:
-        mid.plot(updates, returns, color=colour, alpha=0.8, lw=1, label=label)
+        mid.plot(updates, returns, **style)
         x, entropy = r['entropy_curve']
-        bottom.plot(x, entropy, color=colour, alpha=0.8, lw=1, label=label)
+        bottom.plot(x, entropy, **style)
     top.set(title=short(env), xlabel='environment steps per seed')
     mid.set(xlabel='learner updates')
     bottom.set(xlabel='learner updates')
@@ -415,6 +429,7 @@ def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
   fig.suptitle('Disco103, actor-critic and rejax PPO: every seed', fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=100)
+  return fig
 
 
 def curve_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

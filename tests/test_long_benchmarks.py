@@ -169,6 +169,28 @@ def test_summary_pools_seeds_at_the_budget_every_seed_reached(tmp_path):
   assert done['env_steps'] == 290 * 50 and done['per_seed'] == '5.00 6.00'
 
 
+def test_plot_tells_seeds_of_one_algorithm_apart(tmp_path):
+  """Seeds share their algorithm's colour and differ in line style."""
+  env = 'craftax:Craftax-Classic-Symbolic-v1'
+  for seed in (0, 1):
+    pieces.write_json(
+        tmp_path / pieces.RUNS_DIR / f'd{seed}.json',
+        _ours(env, 'disco', seed, [0.0, 1.0 + seed]),
+    )
+  pieces.write_json(
+      tmp_path / pieces.RUNS_DIR / 'a0.json',
+      _ours(env, 'actor_critic', 0, [0.0, 0.5]),
+  )
+  rows = vs_baselines.per_seed_rows(vs_baselines.load_records(tmp_path))
+  fig = vs_baselines.plot(rows, tmp_path / 'curves.png')
+  lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+  assert sorted(lines) == ['actor_critic s0', 'disco s0', 'disco s1']
+  disco0, disco1 = lines['disco s0'], lines['disco s1']
+  assert disco0.get_color() == disco1.get_color()
+  assert disco0.get_linestyle() != disco1.get_linestyle()
+  assert lines['actor_critic s0'].get_color() != disco0.get_color()
+
+
 def test_command_needs_an_environment_or_the_report(capsys, tmp_path):
   with pytest.raises(SystemExit) as e:
     vs_baselines.main(['--out', str(tmp_path)])
