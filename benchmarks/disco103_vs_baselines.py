@@ -37,9 +37,9 @@ writes, from every finished run in `--out`:
                values
   curves.csv   every evaluation point (and our policy entropy per chunk)
   curves.png   per environment: evaluation return against env steps (all
-               three; a colour per algorithm, a line style per seed), and against learner updates with the policy's
-               entropy (ours; Disco103's warm-up is where its entropy stays
-               near log A)
+               three; a colour per algorithm, a line style per seed), and
+               against learner updates with the policy's entropy (ours;
+               Disco103's warm-up is where its entropy stays near log A)
 
   python benchmarks/disco103_vs_baselines.py --out DIR --env gymnax:Breakout-MinAtar
   python benchmarks/disco103_vs_baselines.py --out DIR --env craftax:Craftax-Classic-Symbolic-v1
@@ -385,7 +385,7 @@ def write_csv(path: pathlib.Path, rows: list[dict[str, Any]]) -> None:
 def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> Any:
   """Writes every seed's curves to `path`; returns the matplotlib figure.
 
-  One colour per algorithm, one line style per seed of it (in seed order).
+  One colour per algorithm, one line style per seed number.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
 
@@ -401,12 +401,9 @@ def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> Any:
     for r in rows:
       if r['env'] != env:
         continue
-      seeds = sorted(
-          {q['seed'] for q in rows if (q['env'], q['algo']) == (env, r['algo'])}
-      )
       style = dict(
           color=f'C{ALGOS.index(r["algo"])}',
-          ls=SEED_LINESTYLES[seeds.index(r['seed']) % len(SEED_LINESTYLES)],
+          ls=SEED_LINESTYLES[r['seed'] % len(SEED_LINESTYLES)],
           alpha=0.8,
           lw=1,
           label=f'{r["algo"]} s{r["seed"]}',
