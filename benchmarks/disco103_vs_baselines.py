@@ -383,9 +383,10 @@ def write_csv(path: pathlib.Path, rows: list[dict[str, Any]]) -> None:
 
 
 def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> Any:
-  """Writes every seed's curves to `path`; returns the matplotlib figure.
+  """Writes every seed's curves to `path`; returns the figure, closed.
 
-  One colour per algorithm, one line style per seed number.
+  One colour per algorithm, one line style per seed number. Closed, so a
+  process that reports many times does not keep every figure open.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
 
@@ -426,6 +427,7 @@ def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> Any:
   fig.suptitle('Disco103, actor-critic and rejax PPO: every seed', fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=100)
+  plt.close(fig)
   return fig
 
 

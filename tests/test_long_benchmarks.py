@@ -191,6 +191,23 @@ def test_plot_tells_seeds_of_one_algorithm_apart(tmp_path):
   assert lines['actor_critic s0'].get_color() != disco0.get_color()
 
 
+def test_plot_leaves_no_figure_open(tmp_path):
+  """A process reporting many times must not pile up open figures."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  env = 'craftax:Craftax-Classic-Symbolic-v1'
+  pieces.write_json(
+      tmp_path / pieces.RUNS_DIR / 'd0.json',
+      _ours(env, 'disco', 0, [0.0, 1.0]),
+  )
+  rows = vs_baselines.per_seed_rows(vs_baselines.load_records(tmp_path))
+  before = set(plt.get_fignums())
+  for _ in range(3):
+    vs_baselines.plot(rows, tmp_path / 'curves.png')
+  assert set(plt.get_fignums()) == before
+  assert (tmp_path / 'curves.png').stat().st_size > 0
+
+
 def test_command_needs_an_environment_or_the_report(capsys, tmp_path):
   with pytest.raises(SystemExit) as e:
     vs_baselines.main(['--out', str(tmp_path)])
