@@ -539,9 +539,12 @@ def main(argv=None) -> int:
   )
   parser.add_argument(
       '--agent',
-      choices=('colab', 'minatar', 'craftax'),
+      choices=('colab', 'minatar', 'craftax', 'conv'),
       default=None,
-      help="agent sizes (default: the environment family's)",
+      help=(
+          "agent sizes (default: the environment family's); conv: the"
+          ' small convolutional agent'
+      ),
   )
   parser.add_argument('--disco-lr', type=float, default=DISCO_LR)
   parser.add_argument('--ac-lr', type=float, default=AC_LR)

@@ -15,7 +15,10 @@ distinct frame of a trajectory embedded once (the default) and every frame
 of every stack (the baseline, `embed_each_frame_once=False`);
 `--inner-scans rolled unrolled` times the program both ways: the scans
 inside one environment step and one learner step left as loops (the
-default) and unrolled (`TrainConfig.unroll_inner_scans`).
+default) and unrolled (`TrainConfig.unroll_inner_scans`);
+`--forward once twice` times the learner's update both ways: the online
+network run once per update (`TrainConfig.forward_once`, the default) and
+twice, as the reference does.
 
   updates_per_s   learner updates per second of the run (all its seeds)
   per_seed        updates per second per seed (the run's rate x seeds)
@@ -25,6 +28,7 @@ default) and unrolled (`TrainConfig.unroll_inner_scans`).
                   dtype)
   vs_every        this rate over embedding every frame's (same setting)
   vs_rolled       this rate over the inner scans rolled (same setting)
+  vs_twice        this rate over the network run twice (same setting)
 
   python benchmarks/learner_cost.py --out benchmarks/results/learner_cost.csv
   python benchmarks/learner_cost.py --envs catch --agents colab --rules disco
@@ -72,6 +76,7 @@ COLUMNS = (
     'frame_stack',
     'frame_embedding',
     'inner_scans',
+    'forward',
     'num_envs',
     'env',
     'agent',
@@ -85,6 +90,7 @@ COLUMNS = (
     'vs_ac',
     'vs_every',
     'vs_rolled',
+    'vs_twice',
     'timed_updates',
     'compile_s',
 )
@@ -109,6 +115,8 @@ def child(spec: dict) -> dict:
     changes['num_envs'] = spec['num_envs']
   if spec.get('inner_scans') == 'unrolled':
     changes['unroll_inner_scans'] = True
+  if spec.get('forward') == 'twice':
+    changes['forward_once'] = False
   if spec.get('frame_stack'):
     changes['frame_stack'] = spec['frame_stack']
     if spec['frame_stack'] == 1:
@@ -179,6 +187,13 @@ def main(argv=None) -> int:
       help='the scans inside a step left as loops, or unrolled',
   )
   parser.add_argument(
+      '--forward',
+      nargs='+',
+      choices=('once', 'twice'),
+      default=('once',),
+      help="the online network run once per update, or twice (the reference's)",
+  )
+  parser.add_argument(
       '--num-envs',
       nargs='+',
       type=int,
@@ -209,7 +224,7 @@ def main(argv=None) -> int:
   rows = []
   settings = [
       (preset, frame_stack, num_envs, embedding, env, agent, rule, dtype,
-       num_seeds, inner_scans)  # fmt: skip
+       num_seeds, inner_scans, forward)  # fmt: skip
       for preset in args.presets
       for frame_stack in args.frame_stacks
       for num_envs in args.num_envs
@@ -222,6 +237,7 @@ def main(argv=None) -> int:
       for embedding in args.frame_embeddings
       if embedding == 'once' or agent == 'craftax_frames'
       for inner_scans in args.inner_scans
+      for forward in args.forward
   ]
   for (
       preset,
@@ -234,6 +250,7 @@ def main(argv=None) -> int:
       dtype,
       num_seeds,
       inner_scans,
+      forward,
   ) in settings:
     spec = dict(
         preset=preset,
@@ -241,6 +258,7 @@ def main(argv=None) -> int:
         num_envs=num_envs,
         frame_embedding=embedding,
         inner_scans=inner_scans,
+        forward=forward,
         env=env,
         agent=agent,
         rule=rule,
@@ -258,7 +276,7 @@ def main(argv=None) -> int:
       write_csv(args.out, rows)
     print(
         f'{preset:7} K={row["frame_stack"]:<3} envs={row["num_envs"]:<3}'
-        f' {embedding:5} {inner_scans:8} {env:38}'
+        f' {embedding:5} {inner_scans:8} {forward:5} {env:38}'
         f' {agent:14}'
         f' {dtype:9} {rule:13} x{num_seeds}: {row["per_seed"]:6.2f}'
         f' updates/s per seed ({row["ms_per_update"]:5.0f} ms), compile'
@@ -288,6 +306,7 @@ def _ratios(rows: list[dict]) -> None:
       row: dict,
       frame_embedding: str | None = None,
       inner_scans: str | None = None,
+      forward: str | None = None,
   ) -> tuple:
     """What two rows must share to be compared (older rows: `paper`)."""
     return (
@@ -296,6 +315,7 @@ def _ratios(rows: list[dict]) -> None:
         row.get('num_envs'),
         frame_embedding or row.get('frame_embedding', 'once'),
         inner_scans or row.get('inner_scans') or 'rolled',
+        forward or row.get('forward') or 'once',
         row['env'],
         row['agent'],
         row['num_seeds'],
@@ -319,6 +339,10 @@ def _ratios(rows: list[dict]) -> None:
         setting(row, inner_scans='rolled'), row['rule'], row['compute_dtype']
     )
     row['vs_rolled'] = row['per_seed'] / rolled['per_seed'] if rolled else ''
+    twice = find(
+        setting(row, forward='twice'), row['rule'], row['compute_dtype']
+    )
+    row['vs_twice'] = row['per_seed'] / twice['per_seed'] if twice else ''
     ac = find(setting(row), 'actor_critic', row['compute_dtype'])
     row['vs_f32'] = row['per_seed'] / f32['per_seed'] if f32 else ''
     row['vs_ac'] = row['per_seed'] / ac['per_seed'] if ac else ''

@@ -146,6 +146,7 @@ class Agent:
       agent_settings: config_dict.ConfigDict,
       batch_axis_name: str | None,
       taken_action_gradients: bool = False,
+      forward_once: bool = False,
       optimizer: optax.GradientTransformation | None = None,
   ):
     """Builds the update rule, the network and the optimizer.
@@ -163,6 +164,13 @@ class Agent:
         a CPU, more with more actions). Off by default: the reference
         differentiates every action, and the faithful loop reproduces its
         rounding.
+      forward_once: in `learner_step` (not meta-training), run the online
+        network over the rollout once and reuse its outputs for the rule's
+        inputs and, through `jax.vjp`, for the loss's gradient, where the
+        reference runs it twice (a forward pass, then the loss's forward
+        and backward ones): the same values, the gradient up to float
+        rounding. Off by default, as the faithful loop keeps the
+        reference's program.
       optimizer: the agent's optimiser; None builds the reference's from
         `learning_rate` and `max_abs_update` of the settings (an addition:
         the paper's evaluation protocols schedule the step and decay the
@@ -178,6 +186,7 @@ class Agent:
     self.single_action_spec = single_action_spec
     self._batch_axis_name = batch_axis_name
     self._taken_action_gradients = taken_action_gradients
+    self._forward_once = forward_once
     self._num_actions = int(
         single_action_spec.maximum - single_action_spec.minimum + 1
     )
@@ -354,12 +363,31 @@ class Agent:
       value_out: types.ValueOuts | None = None,
   ) -> tuple[chex.Array, tuple[types.MetaState, hk.State, types.LogDict]]:
     """The masked mean of the rule's per-step losses, with logs."""
-    taken_only = ()
-    if self._taken_action_gradients:
-      taken_only = self.update_rule.taken_action_outputs
     agent_out, new_agent_net_state = self.unroll_net(
-        agent_net_params, agent_net_state, rollout, taken_only=taken_only
+        agent_net_params,
+        agent_net_state,
+        rollout,
+        taken_only=self._taken_only(),
     )
+    total_loss, log_dict = self._loss_of_outputs(
+        agent_out, rollout, meta_out, is_meta_training, value_out
+    )
+    return total_loss, (meta_state, new_agent_net_state, log_dict)
+
+  def _taken_only(self) -> Collection[str]:
+    if self._taken_action_gradients:
+      return self.update_rule.taken_action_outputs
+    return ()
+
+  def _loss_of_outputs(
+      self,
+      agent_out: types.AgentOuts,
+      rollout: types.ActorRollout,
+      meta_out: types.UpdateRuleOuts,
+      is_meta_training: bool,
+      value_out: types.ValueOuts | None,
+  ) -> tuple[chex.Array, types.LogDict]:
+    """`_loss` as a function of the network's outputs on the rollout."""
     inputs = self._update_rule_inputs(rollout, agent_out, value_out)
     loss, log = self.update_rule.agent_loss(
         inputs, meta_out, self._hyper_params, backprop=is_meta_training
@@ -374,7 +402,7 @@ class Agent:
         total_loss=total_loss,
         **jax.tree.map(jnp.mean, log_no_meta | log),
     )
-    return total_loss, (meta_state, new_agent_net_state, log_dict)
+    return total_loss, log_dict
 
   def learner_step(
       self,
@@ -410,9 +438,20 @@ class Agent:
     # reference's did; a tree of arrays is still checked (wrong weights).
     if self.update_rule.has_meta_params or jax.tree.leaves(update_rule_params):
       update_rules_base.check_meta_params(self.update_rule, update_rule_params)
-    agent_out, _ = self.unroll_net(
-        learner_state.params, agent_net_state, rollout
-    )
+    forward_once = self._forward_once and not is_meta_training
+    if forward_once:
+      # One forward pass; its pullback gives the loss's gradient below.
+      agent_out, pullback, last_agent_net_state = jax.vjp(
+          lambda params: self.unroll_net(
+              params, agent_net_state, rollout, taken_only=self._taken_only()
+          ),
+          learner_state.params,
+          has_aux=True,
+      )
+    else:
+      agent_out, _ = self.unroll_net(
+          learner_state.params, agent_net_state, rollout
+      )
     meta_out, new_meta_state = self.update_rule.unroll_meta_net(
         meta_params=update_rule_params,
         params=learner_state.params,
@@ -424,15 +463,23 @@ class Agent:
         rng=rng,
         axis_name=self._batch_axis_name,
     )
-    grads, (_, last_agent_net_state, logs) = jax.grad(self._loss, has_aux=True)(
-        learner_state.params,
-        agent_net_state=agent_net_state,
-        meta_state=learner_state.meta_state,
-        rollout=rollout,
-        meta_out=meta_out,
-        is_meta_training=is_meta_training,
-        value_out=value_out,
-    )
+    if forward_once:
+      out_grads, logs = jax.grad(self._loss_of_outputs, has_aux=True)(
+          agent_out, rollout, meta_out, is_meta_training, value_out
+      )
+      (grads,) = pullback(out_grads)
+    else:
+      grads, (_, last_agent_net_state, logs) = jax.grad(
+          self._loss, has_aux=True
+      )(
+          learner_state.params,
+          agent_net_state=agent_net_state,
+          meta_state=learner_state.meta_state,
+          rollout=rollout,
+          meta_out=meta_out,
+          is_meta_training=is_meta_training,
+          value_out=value_out,
+      )
     if self._batch_axis_name is not None:
       grads = jax.lax.pmean(grads, axis_name=self._batch_axis_name)
     updates, new_opt_state = self._optimizer.update(

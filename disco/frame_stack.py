@@ -63,6 +63,8 @@ class FrameStackEnvironment(base.Environment[FrameStackState]):
     self.batch_size = env.batch_size
     if truncation_lib.reports_truncation(env):
       self.step_with_truncation = self._step_with_truncation
+    if hasattr(env, 'achievement_counts'):
+      self.achievement_counts = self._achievement_counts
 
   def __getattr__(self, name: str) -> Any:
     # The wrapped environment's own attributes (e.g. `craftax_env`).
@@ -79,6 +81,10 @@ class FrameStackEnvironment(base.Environment[FrameStackState]):
         stacks,
         timestep.observation,
     )
+
+  def _achievement_counts(self, state: FrameStackState) -> chex.Array:
+    """The wrapped environment's `achievement_counts` [B, A]."""
+    return self.env.achievement_counts(state.env_state)
 
   def reset(
       self, rng_key: chex.PRNGKey

@@ -19,6 +19,7 @@ from ml_collections import config_dict
 from disco import acting
 from disco import agent as agent_lib
 from disco import configs
+from disco import conv_nets
 from disco import devices as devices_lib
 from disco import files
 from disco import frame_nets
@@ -74,8 +75,15 @@ def make_agent_settings(config: EvalConfig) -> config_dict.ConfigDict:
   settings.max_abs_update = getattr(
       config, 'agent_max_abs_update', settings.max_abs_update
   )
-  if getattr(config, 'agent_frame_embedding', 0):
-    frame_nets.use_frame_network(settings, config.agent_frame_embedding)
+  network = getattr(config, 'agent_network', 'mlp')
+  embedding = getattr(config, 'agent_frame_embedding', 0)
+  if network == conv_nets.NAME:
+    conv_nets.use_conv_network(settings, config.agent_conv_channels, embedding)
+  elif embedding:
+    frame_nets.use_frame_network(settings, embedding)
+  elif network != 'mlp':
+    # A registered network of the user's, with the MLP's arguments.
+    settings.net_settings.name = network
   return settings
 
 
@@ -167,12 +175,13 @@ def build(
     config: EvalConfig,
     update_rule_params: types.MetaParams | None,
     taken_action_gradients: bool = False,
+    forward_once: bool = False,
 ) -> Setup:
   """The run's pieces; `update_rule_params` None loads the default ones.
 
-  `taken_action_gradients` is the `Agent`'s option (off: the reference's
-  rounding, which the faithful loop keeps and the trainer keeps on
-  request).
+  `taken_action_gradients` and `forward_once` are the `Agent`'s options
+  (off: the reference's program and rounding, which the faithful loop
+  keeps and the trainer keeps on request).
 
   Raises:
     files.TreeMismatchError: if the update-rule parameters do not fit the
@@ -186,6 +195,7 @@ def build(
       single_action_spec=env.single_action_spec(),
       batch_axis_name=devices_lib.AXIS_NAME,
       taken_action_gradients=taken_action_gradients,
+      forward_once=forward_once,
       optimizer=(
           schedules.config_optimizer(config)
           if hasattr(config, 'agent_lr_schedule')

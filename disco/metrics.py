@@ -1,8 +1,8 @@
 """Summary statistics of learning curves.
 
-Per-episode average returns over a curve's final window, smoothing, and
-statistics across seeds (IQM, bootstrap intervals) that skip and count the
-seeds without a value.
+Per-episode average returns over a curve's final window, smoothing,
+Crafter's score, and statistics across seeds (IQM, bootstrap intervals)
+that skip and count the seeds without a value.
 """
 
 import dataclasses
@@ -39,6 +39,75 @@ def final_average_return(
   total = float(np.sum(np.asarray(total_returns, np.float64)[-window:]))
   count = float(np.sum(np.asarray(num_episodes, np.float64)[-window:]))
   return (total / count if count > 0 else math.nan), count
+
+
+def crafter_score(success_rates: np.ndarray) -> float:
+  """Crafter's score: the geometric mean of 1 + each success rate, minus 1.
+
+  Hafner (2022), "Benchmarking the spectrum of agent capabilities": each
+  achievement's success rate is the percentage of episodes that unlocked it
+  at least once.
+
+  Args:
+    success_rates: [A] percentages in [0, 100].
+
+  Returns:
+    The score, in [0, 100].
+  """
+  rates = np.asarray(success_rates, np.float64)
+  return float(np.exp(np.mean(np.log1p(rates))) - 1.0)
+
+
+def final_training_measures(
+    env_steps: np.ndarray,
+    train_return: np.ndarray,
+    train_episodes: np.ndarray,
+    unlocked: np.ndarray | None = None,
+    names: tuple[str, ...] = (),
+    fraction: float = FINAL_FRACTION,
+) -> dict[str, float]:
+  """Crafter's measures of the training episodes over a run's last steps.
+
+  The rows (chunks or iterations) that end after `1 - fraction` of the
+  run's environment steps: their episodes' average return and, given the
+  achievements, their Crafter score and success rates.
+
+  Args:
+    env_steps: [N] environment steps at each row's end (increasing).
+    train_return: [N] the average return of the row's ended episodes (NaN
+      where none ended).
+    train_episodes: [N] how many ended.
+    unlocked: [N, A] how many of them unlocked each achievement, or None.
+    names: the A achievements' names (default: their indices).
+    fraction: the share of the run's environment steps covered.
+
+  Returns:
+    'train_return', 'train_episodes' and, with `unlocked`, 'crafter_score'
+    and 'success/<name>' (percentages) for each achievement; NaN where no
+    episode ended.
+  """
+  env_steps = np.asarray(env_steps, np.float64)
+  counts = np.asarray(train_episodes, np.float64)
+  if not len(env_steps):
+    return dict(train_return=math.nan, train_episodes=0.0)
+  window = (env_steps > (1.0 - fraction) * env_steps[-1]) & (counts > 0)
+  count = float(np.sum(counts[window]))
+  totals = np.asarray(train_return, np.float64)[window] * counts[window]
+  out = dict(
+      train_return=float(np.sum(totals)) / count if count else math.nan,
+      train_episodes=count,
+  )
+  if unlocked is not None:
+    unlocked = np.asarray(unlocked, np.float64)[window]
+    rates = (
+        100.0 * np.sum(unlocked, axis=0) / count
+        if count
+        else np.full(unlocked.shape[1:], math.nan)
+    )
+    out['crafter_score'] = crafter_score(rates) if count else math.nan
+    names = names or tuple(str(i) for i in range(len(rates)))
+    out.update({f'success/{n}': float(r) for n, r in zip(names, rates)})
+  return out
 
 
 def smoothed_returns(

@@ -90,3 +90,39 @@ def test_bootstrap_interval_brackets_the_statistic_and_narrows_with_data():
   assert metrics.bootstrap_interval([2.0]) == (2.0, 2.0)
   assert metrics.bootstrap_interval(few) == (low3, high3)  # Seeded.
   assert all(math.isnan(x) for x in metrics.bootstrap_interval([np.nan]))
+
+
+def test_crafter_score_is_the_geometric_mean_of_one_plus_the_rates():
+  assert metrics.crafter_score([0.0] * 22) == 0.0
+  assert math.isclose(metrics.crafter_score([100.0] * 22), 100.0)
+  # exp((log 101 + log 1) / 2) - 1 = sqrt(101) - 1.
+  assert math.isclose(metrics.crafter_score([100.0, 0.0]), math.sqrt(101) - 1)
+  # Below the arithmetic mean: rare achievements weigh more.
+  assert metrics.crafter_score([90.0, 10.0]) < 50.0
+
+
+def test_final_training_measures_cover_the_last_tenth_of_the_steps():
+  env_steps = np.array([100, 200, 300, 400, 500, 600, 700, 800, 900, 1000])
+  returns = np.array([0, 0, 0, 0, 0, 0, 0, 0, 2.0, 5.0])
+  episodes = np.array([1, 1, 1, 1, 1, 1, 1, 1, 4, 2])
+  unlocked = np.zeros((10, 2))
+  unlocked[-1] = [2, 1]  # Both episodes of the last row: 100% and 50%.
+  unlocked[-2] = [4, 4]  # Outside the window.
+  out = metrics.final_training_measures(
+      env_steps, returns, episodes, unlocked, ('wood', 'table')
+  )
+  assert out['train_return'] == 5.0 and out['train_episodes'] == 2
+  assert out['success/wood'] == 100.0 and out['success/table'] == 50.0
+  assert math.isclose(
+      out['crafter_score'], math.sqrt(101 * 51) - 1, rel_tol=1e-12
+  )
+  # A fifth: the last two rows, episode-weighted.
+  wider = metrics.final_training_measures(
+      env_steps, returns, episodes, fraction=0.2
+  )
+  assert math.isclose(wider['train_return'], (2.0 * 4 + 5.0 * 2) / 6)
+  # No episode in the window: NaN.
+  none = metrics.final_training_measures(
+      env_steps, returns, np.zeros(10), unlocked
+  )
+  assert math.isnan(none['train_return']) and math.isnan(none['crafter_score'])

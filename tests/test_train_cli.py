@@ -42,7 +42,10 @@ def test_every_config_field_is_a_flag(capsys):
   for name in train.TrainConfig.field_names():
     if name not in cli.HIDDEN_FIELDS:
       assert cli.flag(name) + ' ' in help_text, name
-  assert '--preset {atari,colab,crafter,paper}' in help_text
+  assert (
+      '--preset {atari,atari_rollout_per_update,colab,crafter,'
+      'crafter_rollout_per_update,paper}'
+  ) in help_text
 
 
 @pytest.mark.parametrize(

@@ -71,10 +71,10 @@ _TINY = dict(
 )
 
 
-def _paper_length(name: str) -> train.TrainConfig:
+def _paper_length(name: str, protocol: str | None = None) -> train.TrainConfig:
   """The preset run as long as the paper's runs (no schedule fitting)."""
   probe = train.preset(name)
-  table = TABLE_6[name]
+  table = TABLE_6[protocol or name]
   return train.preset(name, num_steps=probe.num_steps_for(table['env_steps']))
 
 
@@ -387,3 +387,96 @@ def test_a_buffer_the_run_never_fills_samples_as_a_larger_one():
   assert not np.array_equal(
       jax.tree.leaves(wrapped.params)[0], jax.tree.leaves(small.params)[0]
   )
+
+
+# ----------------------------------------------------------------------------
+# The other reading of the replay ratio: one rollout of every environment per
+# update, each batch slot replayed with probability `replay_fraction`.
+
+
+@pytest.mark.parametrize(
+    'name, protocol',
+    [
+        ('crafter_rollout_per_update', 'crafter'),
+        ('atari_rollout_per_update', 'atari'),
+    ],
+)
+def test_rollout_per_update_presets_differ_in_the_reading_alone(name, protocol):
+  # At the paper's budget, so that no schedule is scaled to another one.
+  drawn, shared = _paper_length(name, protocol), _paper_length(protocol)
+  assert drawn.replay_per_slot and not drawn.spread_fresh
+  assert shared.spread_fresh and not shared.replay_per_slot
+  # 8 environments of 29 steps: 232 environment steps per update.
+  assert drawn.num_envs == 8 and drawn.learner_steps_per_step == 1
+  assert drawn.env_steps_per_update == 232
+  # The table's buffer in whole rollouts of 8, and every other setting.
+  held = drawn.buffer_capacity * drawn.rollout_len
+  table = TABLE_6[protocol]
+  assert table['buffer_env_steps'] <= held < table['buffer_env_steps'] + 232
+  reading = {'num_envs', 'spread_fresh', 'replay_per_slot', 'buffer_capacity',
+             'num_steps'}  # fmt: skip
+  for field in train.TrainConfig.field_names():
+    if field not in reading:
+      assert getattr(drawn, field) == getattr(shared, field), field
+
+
+@pytest.mark.parametrize(
+    'changes, steps_per_update',
+    [
+        # 2 of 8 fresh per update, 2 environments of 4 steps: 1 update per
+        # rollout, 8 steps each.
+        (dict(), 8),
+        # Drawn slots: one update per rollout of 3 environments, 12 steps.
+        (dict(replay_per_slot=True, num_envs=3, buffer_capacity=18), 12),
+        # Spread: 0.8 fresh per update, 4 environments: 5 updates of 16 / 5.
+        (dict(spread_fresh=True, replay_fraction=0.9, num_envs=4), 16 / 5),
+    ],
+)
+def test_each_reading_runs_its_environment_steps_per_update(
+    changes, steps_per_update
+):
+  base = dict(spread_fresh=False) if 'spread_fresh' not in changes else {}
+  config = _protocol(**base | changes)
+  assert math.isclose(config.env_steps_per_update, steps_per_update)
+  result = train.run_train(config)
+  learned = result.logs['learner_steps'] > 0
+  env_steps = result.logs['env_steps'][learned]
+  updates = result.logs['learner_steps'][learned]
+  # After the warm-up, each iteration adds its steps and its updates.
+  np.testing.assert_allclose(
+      np.diff(env_steps) / np.diff(updates), steps_per_update
+  )
+
+
+def test_drawn_slots_mix_fresh_and_replayed_trajectories(monkeypatch):
+  fresh_shares = []
+  make_learn_fn = train_program.learner.make_learn_fn
+
+  def recording_make_learn_fn(setup):
+    learn = make_learn_fn(setup)
+
+    def wrapped(rng, batch, *args):
+      fresh_shares.append(batch.observations.shape)
+      return learn(rng, batch, *args)
+
+    return wrapped
+
+  monkeypatch.setattr(
+      train_program.learner, 'make_learn_fn', recording_make_learn_fn
+  )
+  base = dict(replay_per_slot=True, spread_fresh=False, num_envs=3,
+              buffer_capacity=18, num_steps=4)  # fmt: skip
+  # All fresh, all replayed and the mix each train, with the batch size.
+  results = [
+      train.run_train(_protocol(**base, replay_fraction=p))
+      for p in (0.0, 0.5, 1.0)
+  ]
+  assert set(fresh_shares) == {(4, 8, 3, 5, 5, 1)}, fresh_shares
+  finals = [jax.tree.leaves(r.params)[0] for r in results]
+  assert not np.array_equal(finals[0], finals[1])
+  assert not np.array_equal(finals[1], finals[2])
+
+
+def test_the_two_readings_exclude_each_other():
+  with pytest.raises(configs.ConfigError, match='choose one'):
+    train.TrainConfig(spread_fresh=True, replay_per_slot=True)

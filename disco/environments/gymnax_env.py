@@ -170,8 +170,12 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
   """A batch of one already-made gymnax-API environment.
 
   See the module docstring. Subclasses for environments with another API
-  override `_env_reset`, `_env_step` and `_num_actions`.
+  override `_env_reset`, `_env_step` and `_num_actions`, and
+  `observation_dtype` for observations kept in another dtype than float32
+  (uint8 pixels).
   """
+
+  observation_dtype: type[np.generic] = np.float32
 
   def __init__(
       self,
@@ -223,12 +227,22 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
           ' observations are supported.'
       )
     self._single_observation_spec = {
-        'observation': dm_specs.Array(example_obs.shape, np.float32)
+        'observation': dm_specs.Array(example_obs.shape, self.observation_dtype)
     }
 
     self._batched_reset = jax.jit(jax.vmap(self._single_env_reset))
     self._batched_step = jax.jit(lambda s, a: self._step(s, a)[:2])
     self._batched_step_with_truncation = jax.jit(self._step)
+
+  def _timestep(
+      self, obs: chex.Array, reward: chex.Array, is_last: chex.Array
+  ) -> types.EnvironmentTimestep:
+    timestep = _timestep(obs, reward, is_last)
+    if self.observation_dtype == np.float32:
+      return timestep
+    return timestep.replace(
+        observation=jnp.asarray(obs, self.observation_dtype)
+    )
 
   @property
   def env_params(self) -> Any:
@@ -297,7 +311,7 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
   ) -> tuple[EnvState, types.EnvironmentTimestep]:
     next_rng, reset_rng = jax.random.split(rng_key)
     obs, state = self._env_reset(reset_rng)
-    timestep = _timestep(obs, jnp.zeros((), jnp.float32), False)
+    timestep = self._timestep(obs, jnp.zeros((), jnp.float32), False)
     return EnvState(state=_strongly_typed(state), rng=next_rng), timestep
 
   def _single_env_step(
@@ -320,10 +334,10 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
     obs, state, reward, is_last, truncated, final_obs = self._env_step(
         step_rng, env_state.state, action
     )
-    timestep = _timestep(obs, reward, is_last)
+    timestep = self._timestep(obs, reward, is_last)
     truncation = Truncation(
         truncated=jnp.asarray(truncated, bool),
-        final_observation=jnp.asarray(final_obs, jnp.float32),
+        final_observation=jnp.asarray(final_obs, self.observation_dtype),
     )
     return (
         EnvState(state=_strongly_typed(state), rng=next_rng),
@@ -351,7 +365,9 @@ class GymnaxApiEnvironment(base.Environment[EnvState]):
       env_states = jax.tree.map(
           lambda xs, x: xs.at[j].set(x), env_states, _strongly_typed(env_state)
       )
-      observations = observations.at[j].set(jnp.asarray(obs, jnp.float32))
+      observations = observations.at[j].set(
+          jnp.asarray(obs, self.observation_dtype)
+      )
       return i + 1, env_states, observations
 
     _, env_states, observations = jax.lax.while_loop(

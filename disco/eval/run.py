@@ -236,8 +236,8 @@ def to_train_config(config: EvalConfig) -> 'train_lib.TrainConfig':
   The `colab` preset with `config`'s settings: the per-device learner
   batch, buffer and `learning_starts` times the devices
   (`select_devices`), the buffer rounded down to whole rollouts, one log
-  row per iteration, the reference's rounding
-  (`taken_action_gradients=False`) and its time limits, which end episodes
+  row per iteration, the reference's program and rounding
+  (`taken_action_gradients=False`, `forward_once=False`) and its time limits, which end episodes
   like terminations (`truncation='terminate'`). `buffer_seed` and
   `store_behaviour_outs` have no counterpart (the trainer draws replay
   positions with the run's keys, and keeps the logits alone).
@@ -259,6 +259,7 @@ def to_train_config(config: EvalConfig) -> 'train_lib.TrainConfig':
       eval_envs=config.num_envs,
       max_devices=devices,
       taken_action_gradients=False,
+      forward_once=False,
       truncation=truncation.TERMINATE,
       log_every_iteration=True,
   )

@@ -30,6 +30,11 @@ def register_network(name: str, network_class: type['MLPHeadNet']) -> None:
   _ADDED_NETWORKS[name] = network_class
 
 
+def network_names() -> tuple[str, ...]:
+  """The names `get_network` builds: the reference's, then the added ones."""
+  return _NETWORKS + tuple(sorted(_ADDED_NETWORKS))
+
+
 def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
   """Builds the agent network `name` and returns its transformed functions.
 

@@ -10,18 +10,26 @@ import math
 from typing import Any, ClassVar
 
 from disco import configs
+from disco import conv_nets
+from disco import frame_nets
 from disco import precision
 from disco import schedules
 from disco import truncation as truncation_lib
 from disco.environments import registry
 from disco.eval.config import DISCO
 from disco.eval.config import RULES
+from disco.networks import nets
 
+MLP_NETWORK = 'mlp'
 COLAB = 'colab'
 PAPER = 'paper'
 MINATAR = 'minatar'
 CRAFTAX = 'craftax'
 CRAFTAX_FRAMES = 'craftax_frames'
+# Convolutional agents (`disco.conv_nets`): a small one a CPU trains, the
+# same with each stacked frame embedded alone, and the paper's.
+CONV = 'conv'
+CONV_FRAMES = 'conv_frames'
 # The paper's evaluation protocols (its Extended Data Table 6).
 CRAFTER = 'crafter'
 ATARI = 'atari'
@@ -82,6 +90,11 @@ class TrainConfig(
       average, each rollout's spread evenly over `num_envs / that` learner
       steps (which must be whole), e.g. one every 25 / 6 steps at 0.99 and
       24. One device per seed.
+    replay_per_slot: the other reading of the paper's replay ratio: each
+      iteration (one rollout of every environment) makes one learner
+      step, and each slot of its batch is a replayed trajectory with
+      probability `replay_fraction`, else a fresh one drawn from the
+      newest rollout. One device per seed.
     buffer_capacity: the most trajectories the replay buffer holds (a
       multiple of `num_envs`).
     learning_starts: trajectories the buffer must hold before the first
@@ -95,9 +108,18 @@ class TrainConfig(
     agent_lstm_size: hidden size of the agent's action-model LSTM.
     agent_head_mlp_hiddens: hidden sizes of the action model's output heads.
     agent_head_w_init_std: std of the truncated-normal init of the heads.
-    agent_frame_embedding: with `frame_stack`, the width of a linear+ReLU
-      embedding shared by the stacked frames, ahead of the MLP torso (0:
-      the torso reads the stacked frames flat).
+    agent_network: the agent network's torso: 'mlp' (the colabs'), 'conv'
+      (residual convolutional sections over image observations,
+      `disco.conv_nets`) or a name given to
+      `disco.networks.nets.register_network` (it gets the same arguments
+      as 'mlp': `dense`, the heads' and the action model's).
+    agent_conv_channels: with 'conv', the channels of each residual
+      section (the dense layers after them are `agent_dense`).
+    agent_frame_embedding: with `frame_stack`, the width of an embedding
+      shared by the stacked frames, each frame embedded alone ahead of the
+      torso's dense layers (0: the torso reads the stacked frames whole,
+      flat for 'mlp', on the channels for 'conv'): a linear+ReLU layer for
+      'mlp', the convolutions and a linear+ReLU layer for 'conv'.
     agent_learning_rate: the agent optimiser's step size (the peak of a
       schedule).
     agent_lr_schedule: 'constant', or 'warmup_cosine': linear from 0 over
@@ -124,6 +146,10 @@ class TrainConfig(
       same gradient up to float rounding, for less work); False
       differentiates every action as the reference does, keeping its
       rounding.
+    forward_once: run the online network over a learner batch once, its
+      outputs feeding both the rule's inputs and (through `jax.vjp`) the
+      loss's gradient (`Agent`'s option: the same values, the gradient up
+      to float rounding); False runs it twice as the reference does.
     unroll_inner_scans: unroll the `lax.scan` loops inside one environment
       step and one learner step (Craftax's, Retrace's, the meta-network's;
       `disco.unrolling`): the same values (bit for bit on a CPU), fewer
@@ -154,7 +180,9 @@ class TrainConfig(
 
   # Saved configs from before `truncation` existed ran as 'terminate'.
   LEGACY_DEFAULTS: ClassVar[Mapping[str, Any]] = {
-      'truncation': truncation_lib.TERMINATE
+      'truncation': truncation_lib.TERMINATE,
+      # Saved configs from before `forward_once` ran the network twice.
+      'forward_once': False,
   }
 
   # Update rule.
@@ -170,6 +198,7 @@ class TrainConfig(
   learner_batch_size: int = 64
   replay_fraction: float = 1.0
   spread_fresh: bool = False
+  replay_per_slot: bool = False
   buffer_capacity: int = 1024
   learning_starts: int = 64
   discount: float = schedules.DISCOUNT
@@ -179,6 +208,8 @@ class TrainConfig(
   # Agent: the colab's MLP agent (`configs.AgentFields`), and how it
   # computes. The policy-gradient baseline's value function:
   # `configs.ValueFnFields`.
+  agent_network: str = MLP_NETWORK
+  agent_conv_channels: tuple[int, ...] = ()
   agent_frame_embedding: int = 0
   agent_lr_schedule: str = schedules.CONSTANT
   agent_learning_rate_end: float = 0.0
@@ -189,6 +220,7 @@ class TrainConfig(
   agent_max_abs_update: float = schedules.MAX_ABS_UPDATE
   compute_dtype: str = precision.FLOAT32
   taken_action_gradients: bool = True
+  forward_once: bool = True
   unroll_inner_scans: bool = False
   # Evaluation.
   eval_every: int = 0
@@ -244,7 +276,19 @@ class TrainConfig(
         minimum=0,
     )
     configs.check_bools(
-        self, ('spread_fresh', 'agent_lr_fit_budget', 'unroll_inner_scans')
+        self,
+        (
+            'spread_fresh',
+            'replay_per_slot',
+            'forward_once',
+            'agent_lr_fit_budget',
+            'unroll_inner_scans',
+        ),
+    )
+    check(
+        not (self.spread_fresh and self.replay_per_slot),
+        'spread_fresh and replay_per_slot are two readings of the replay'
+        ' ratio; choose one.',
     )
     check(
         self.rollout_len >= 2,
@@ -255,7 +299,9 @@ class TrainConfig(
         0.0 <= self.replay_fraction <= 1.0,
         f'replay_fraction must lie in [0, 1], got {self.replay_fraction}.',
     )
-    if self.spread_fresh:
+    if self.replay_per_slot:
+      pass  # Any number of environments: one learner step per rollout.
+    elif self.spread_fresh:
       fresh = self.fresh_per_update
       steps = self.num_envs / fresh if fresh else 1
       check(
@@ -306,6 +352,41 @@ class TrainConfig(
         f' of {", ".join(schedules.SCHEDULES)}.',
     )
     check(
+        isinstance(self.agent_network, str)
+        and self.agent_network in nets.network_names(),
+        f'Unknown agent_network {self.agent_network!r}; choose one of'
+        f' {", ".join(nets.network_names())} or register one with'
+        ' disco.networks.nets.register_network.',
+    )
+    if self.agent_network == conv_nets.NAME:
+      object.__setattr__(
+          self,
+          'agent_conv_channels',
+          configs.positive_ints(
+              'agent_conv_channels', self.agent_conv_channels
+          ),
+      )
+    else:
+      object.__setattr__(
+          self, 'agent_conv_channels', tuple(self.agent_conv_channels)
+      )
+      check(
+          self.agent_network != frame_nets.NAME or self.agent_frame_embedding,
+          f'agent_network {frame_nets.NAME!r} needs agent_frame_embedding > 0'
+          " (or name 'mlp' with agent_frame_embedding).",
+      )
+      check(
+          self.agent_network in (MLP_NETWORK, frame_nets.NAME)
+          or not self.agent_frame_embedding,
+          "agent_frame_embedding is the 'mlp' and 'conv' networks';"
+          f' agent_network is {self.agent_network!r}.',
+      )
+      check(
+          not self.agent_conv_channels,
+          "agent_conv_channels are the 'conv' network's; agent_network is"
+          f' {self.agent_network!r}.',
+      )
+    check(
         self.agent_frame_embedding == 0 or self.frame_stack > 1,
         'agent_frame_embedding embeds stacked frames: it needs frame_stack'
         f' > 1, got {self.frame_stack}.',
@@ -330,7 +411,10 @@ class TrainConfig(
 
   @property
   def fresh_per_update(self) -> fractions.Fraction:
-    """Fresh trajectories per learner step: a whole number unless spread."""
+    """Fresh trajectories per learner step: whole unless spread or drawn."""
+    if self.replay_per_slot:
+      ratio = fractions.Fraction(self.replay_fraction).limit_denominator(10**6)
+      return self.learner_batch_size * (1 - ratio)
     if not self.spread_fresh:
       return fractions.Fraction(self.fresh_per_batch)
     ratio = fractions.Fraction(self.replay_fraction).limit_denominator(10**6)
@@ -339,6 +423,8 @@ class TrainConfig(
   @property
   def learner_steps_per_step(self) -> int:
     """Learner steps per iteration: one per fresh part of the rollout."""
+    if self.replay_per_slot:
+      return 1
     fresh = self.fresh_per_update
     return int(self.num_envs / fresh) if fresh else 1
 
@@ -399,8 +485,30 @@ PAPER_PROTOCOLS: Mapping[str, Mapping[str, Any]] = {
         env_steps=200_000_000,
     ),
 }
-# Environments per iteration: the fewest that make the learner steps whole.
-PROTOCOL_NUM_ENVS = {CRAFTER: 6, ATARI: 24}
+# The paper does not say how many environment steps feed a learner step.
+# Each protocol's preset reads its replay ratio as the fresh share of every
+# batch (`spread_fresh`: 1% of 24 trajectories at 0.99, about 7 steps per
+# update); the `..._rollout_per_update` presets as the chance that a batch
+# slot is replayed, each learner step following one rollout of every
+# environment (`replay_per_slot`: 8 x 29 = 232 steps per update).
+CRAFTER_ROLLOUT_PER_UPDATE = 'crafter_rollout_per_update'
+ATARI_ROLLOUT_PER_UPDATE = 'atari_rollout_per_update'
+# Each protocol preset's table.
+PROTOCOL_PRESETS: Mapping[str, str] = {
+    CRAFTER: CRAFTER,
+    ATARI: ATARI,
+    CRAFTER_ROLLOUT_PER_UPDATE: CRAFTER,
+    ATARI_ROLLOUT_PER_UPDATE: ATARI,
+}
+# Environments per iteration: for the fresh shares, the fewest that make
+# the learner steps whole; for the drawn slots, the 8 of a public run of
+# the reference on Craftax-Classic (ours: the table gives none).
+PROTOCOL_NUM_ENVS = {
+    CRAFTER: 6,
+    ATARI: 24,
+    CRAFTER_ROLLOUT_PER_UPDATE: 8,
+    ATARI_ROLLOUT_PER_UPDATE: 8,
+}
 
 
 def protocol_buffer(name: str, num_envs: int, rollout_len: int) -> int | None:
@@ -409,21 +517,23 @@ def protocol_buffer(name: str, num_envs: int, rollout_len: int) -> int | None:
   The table's environment steps, up to whole rollouts of `num_envs`
   environments of `rollout_len` steps.
   """
-  if name not in PAPER_PROTOCOLS:
+  if name not in PROTOCOL_PRESETS:
     return None
-  return _trajectories(
-      PAPER_PROTOCOLS[name]['buffer_env_steps'], rollout_len, num_envs
-  )
+  table = PAPER_PROTOCOLS[PROTOCOL_PRESETS[name]]
+  return _trajectories(table['buffer_env_steps'], rollout_len, num_envs)
 
 
 def _protocol_preset(name: str) -> dict[str, Any]:
-  table, num_envs = PAPER_PROTOCOLS[name], PROTOCOL_NUM_ENVS[name]
+  table = PAPER_PROTOCOLS[PROTOCOL_PRESETS[name]]
+  num_envs = PROTOCOL_NUM_ENVS[name]
+  per_slot = name in (CRAFTER_ROLLOUT_PER_UPDATE, ATARI_ROLLOUT_PER_UPDATE)
   return dict(
       num_envs=num_envs,
       rollout_len=table['rollout_len'],
       learner_batch_size=table['batch_size'],
       replay_fraction=table['replay_ratio'],
-      spread_fresh=True,
+      spread_fresh=not per_slot,
+      replay_per_slot=per_slot,
       buffer_capacity=protocol_buffer(name, num_envs, table['rollout_len']),
       learning_starts=table['batch_size'],
       discount=table['discount'],
@@ -453,26 +563,33 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
         learning_starts=96,
         agent_learning_rate=3e-4,
     ),
-    CRAFTER: _protocol_preset(CRAFTER),
-    ATARI: _protocol_preset(ATARI),
+    **{name: _protocol_preset(name) for name in PROTOCOL_PRESETS},
 }
 
+
+# Every agent sets the network's fields, so that one replaces another whole.
+_MLP = dict(
+    agent_network=MLP_NETWORK, agent_conv_channels=(), agent_frame_embedding=0
+)
 
 AGENTS: Mapping[str, Mapping[str, Any]] = {
     COLAB: dict(
         agent_dense=(512, 512),
         agent_lstm_size=128,
         agent_head_mlp_hiddens=(128,),
+        **_MLP,
     ),
     MINATAR: dict(
         agent_dense=(256, 256),
         agent_lstm_size=64,
         agent_head_mlp_hiddens=(64,),
+        **_MLP,
     ),
     CRAFTAX: dict(
         agent_dense=(512, 512),
         agent_lstm_size=64,
         agent_head_mlp_hiddens=(64,),
+        **_MLP,
     ),
     # For stacked Craftax frames (`frame_stack` > 1): each frame embedded
     # by one shared layer, then the `craftax` torso over the embeddings.
@@ -480,7 +597,40 @@ AGENTS: Mapping[str, Mapping[str, Any]] = {
         agent_dense=(512, 512),
         agent_lstm_size=64,
         agent_head_mlp_hiddens=(64,),
+        agent_network=MLP_NETWORK,
+        agent_conv_channels=(),
         agent_frame_embedding=64,
+    ),
+    # Residual convolutional sections over image observations, frames
+    # stacked on the channels (MinAtar, Craftax pixels or grid).
+    CONV: dict(
+        agent_network=conv_nets.NAME,
+        agent_conv_channels=(16, 32, 32),
+        agent_dense=(256,),
+        agent_lstm_size=64,
+        agent_head_mlp_hiddens=(64,),
+        agent_frame_embedding=0,
+    ),
+    # `craftax_frames` with the convolutions as each frame's embedding:
+    # for many stacked frames on a CPU (the Craftax-Classic grid).
+    CONV_FRAMES: dict(
+        agent_network=conv_nets.NAME,
+        agent_conv_channels=(16, 32, 32),
+        agent_dense=(512, 512),
+        agent_lstm_size=64,
+        agent_head_mlp_hiddens=(64,),
+        agent_frame_embedding=64,
+    ),
+    # The paper's evaluation agent (its Methods, on Atari): residual
+    # sections of 256, 384, 384 and 256 channels, a 768-wide layer, an
+    # action-conditional LSTM of 1,024 and 1,024-wide heads.
+    PAPER: dict(
+        agent_network=conv_nets.NAME,
+        agent_conv_channels=(256, 384, 384, 256),
+        agent_dense=(768,),
+        agent_lstm_size=1024,
+        agent_head_mlp_hiddens=(1024,),
+        agent_frame_embedding=0,
     ),
 }
 
@@ -516,7 +666,7 @@ def preset(
     )
   sizes = agent_fields(agent) if agent is not None else {}
   fields = dict(PRESETS[name]) | sizes | changes
-  if name in PAPER_PROTOCOLS and 'buffer_capacity' not in changes:
+  if name in PROTOCOL_PRESETS and 'buffer_capacity' not in changes:
     fields['buffer_capacity'] = protocol_buffer(
         name, fields['num_envs'], fields['rollout_len']
     )

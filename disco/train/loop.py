@@ -24,6 +24,7 @@ from disco import files
 from disco import learner
 from disco import loggers
 from disco import logs as logs_lib
+from disco import metrics
 from disco import progress
 from disco import run_checkpoints
 from disco import runtime
@@ -85,6 +86,37 @@ class TrainResult:
   params: list[hk.Params]
   num_devices: int
 
+  def final_training(
+      self, seed: int, fraction: float = metrics.FINAL_FRACTION
+  ) -> dict[str, float]:
+    """Crafter's measures of `seed`'s training episodes in the last steps.
+
+    The average return of the training episodes that ended in the rows
+    after `1 - fraction` of the run's environment steps, and where the
+    environment counts achievements (Craftax-Classic) their Crafter score
+    and success rates (`metrics.final_training_measures`).
+    """
+    # Every row but the evaluation before the first iteration.
+    rows = (self.logs['seed'] == seed) & (self.logs['step'] > 0)
+    names = tuple(
+        k[len(rows_lib.UNLOCKED) :]
+        for k in self.logs
+        if k.startswith(rows_lib.UNLOCKED)
+    )
+    unlocked = None
+    if names:
+      unlocked = np.stack(
+          [self.logs[rows_lib.UNLOCKED + n][rows] for n in names], axis=1
+      )
+    return metrics.final_training_measures(
+        self.logs['env_steps'][rows],
+        self.logs['train_return'][rows],
+        self.logs['train_episodes'][rows],
+        unlocked,
+        names,
+        fraction,
+    )
+
   def curve(self, seed: int, column: str) -> tuple[np.ndarray, np.ndarray]:
     """(env_steps, values) of `column` for `seed`, without NaN rows."""
     rows = self.logs['seed'] == seed
@@ -101,9 +133,10 @@ def select_devices(config: TrainConfig) -> tuple[jax.Device, ...]:
   """
   available = jax.devices()
   limit = min(len(available), config.max_devices or len(available))
-  if config.spread_fresh:
-    # A spread rollout's trajectories go to learner steps in turn, which one
-    # device per seed keeps simple.
+  if config.spread_fresh or config.replay_per_slot:
+    # A spread rollout's trajectories go to learner steps in turn, and a
+    # drawn batch mixes the two parts slot by slot, which one device per
+    # seed keeps simple.
     limit = 1
   sizes = (
       config.num_envs,
@@ -141,9 +174,11 @@ class Trainer:
         config,
         update_rule_params,
         taken_action_gradients=config.taken_action_gradients,
+        forward_once=config.forward_once,
     )
     self.setup = dataclasses.replace(setup, devices=select_devices(config))
     self.eval_env = learner.make_env(config, config.eval_envs)
+    self.achievement_names = program.achievement_names(self.setup.env)
     self._batched = len(self.seeds) > 1
     init, self._chunk_fn, evaluate = program.per_device_fns(
         config, self.setup, self.eval_env
@@ -292,7 +327,14 @@ class Trainer:
       ) -> None:
         for s, seed in enumerate(self.seeds):
           row = rows_lib.make_row(
-              self.config, warmup_steps, seed, s, at, outputs, eval_outputs
+              self.config,
+              warmup_steps,
+              seed,
+              s,
+              at,
+              outputs,
+              eval_outputs,
+              self.achievement_names,
           )
           row['elapsed'] = time.perf_counter() - start
           rows.append(row)
@@ -337,7 +379,8 @@ class Trainer:
                 eval_outputs if i == num - 1 else None,
             )
         else:
-          outputs = jax.tree.map(np.atleast_1d, outputs)
+          if not self._batched:
+            outputs = jax.tree.map(lambda x: np.asarray(x)[None], outputs)
           outputs['num_iterations'] = num
           add_rows(step, outputs, eval_outputs)
         stop(lambda: checkpoints.save(step, arrays))  # pylint: disable=cell-var-from-loop

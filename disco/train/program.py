@@ -112,6 +112,13 @@ def spread_fresh_slots(num_envs: int, num_steps: int) -> np.ndarray:
   return slots
 
 
+def achievement_names(env: base_env.Environment) -> tuple[str, ...]:
+  """The achievements `env` counts (Craftax-Classic's), else ()."""
+  if not hasattr(env, 'achievement_counts'):
+    return ()
+  return tuple(getattr(env, 'achievement_names', ()))
+
+
 def per_device_fns(
     config: TrainConfig, setup: learner.Setup, eval_env: base_env.Environment
 ) -> tuple[Callable[..., Any], ...]:
@@ -127,8 +134,11 @@ def per_device_fns(
   if config.unroll_inner_scans:
     learn_fn = unrolling.unroll_scans(learn_fn)
   stacked = config.frame_stack > 1
+  achievements = achievement_names(env)
   pack = frame_stack.pack if stacked else lambda rollout: rollout
   unpack = frame_stack.unpack if stacked else lambda rollout: rollout
+  if config.replay_per_slot and num_devices != 1:
+    raise ValueError('replay_per_slot runs on one device per seed.')
   if config.spread_fresh:
     if num_devices != 1:
       raise ValueError('spread_fresh runs on one device per seed.')
@@ -188,7 +198,7 @@ def per_device_fns(
       key: chex.PRNGKey,
   ) -> tuple[Any, Any, dict[str, jax.Array]]:
     """The iteration's learner steps, each on its fresh part + replay."""
-    if not config.spread_fresh:
+    if not (config.spread_fresh or config.replay_per_slot):
       # [T, N / D, ...] -> [T, N / (D K), K, ...]: step k takes [:, :, k].
       grouped = jax.tree.map(
           lambda x: x.reshape(
@@ -201,6 +211,8 @@ def per_device_fns(
       """Step k's batch: its fresh part, then replayed trajectories."""
       if config.spread_fresh:
         return spread_batch_of(k, sample_key)
+      if config.replay_per_slot:
+        return drawn_batch(sample_key)
       parts = []
       if fresh:
         parts.append(jax.tree.map(lambda x: x[:, :, k], grouped))
@@ -213,6 +225,25 @@ def per_device_fns(
             )
         )
       return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *parts)
+
+    def drawn_batch(sample_key: chex.PRNGKey) -> Any:
+      """Each slot replayed with probability `replay_fraction`, else fresh."""
+      batch_size = config.learner_batch_size
+      draw_key, pick_key, coin_key = jax.random.split(sample_key, 3)
+      draws = unpack(
+          _gather_replayed(replay, draw_key, batch_size, num_envs, 1)
+      )
+      picks = jax.random.randint(pick_key, (batch_size,), 0, num_envs)
+      fresh_draws = jax.tree.map(lambda x: jnp.take(x, picks, axis=1), rollout)
+      replayed_slot = jax.random.bernoulli(
+          coin_key, config.replay_fraction, (batch_size,)
+      )
+
+      def merge(fresh_x: chex.Array, draw_x: chex.Array) -> chex.Array:
+        mask = replayed_slot.reshape((1, -1) + (1,) * (draw_x.ndim - 2))
+        return jnp.where(mask, draw_x, fresh_x)
+
+      return jax.tree.map(merge, fresh_draws, draws)
 
     def spread_batch_of(k: chex.Array, sample_key: chex.PRNGKey) -> Any:
       """Step k's spread batch: fresh slots, a replayed one where empty."""
@@ -282,6 +313,12 @@ def per_device_fns(
         total_return=jax.lax.psum(total.astype(jnp.float32), _AXIS),
         num_episodes=jax.lax.psum(count.astype(jnp.float32), _AXIS),
     )
+    if achievements:
+      # [A] the episodes ended in this rollout that unlocked each.
+      unlocked = env.achievement_counts(env_state) - env.achievement_counts(
+          state.env_state
+      )
+      outputs['unlocked'] = jax.lax.psum(jnp.sum(unlocked, axis=0), _AXIS)
     learner_state, value_state = state.learner_state, state.value_state
     if learn_now:
       learner_state, value_state, outputs['logs'] = learn(
@@ -328,7 +365,7 @@ def per_device_fns(
         )
 
       return jax.lax.fori_loop(0, num_iterations, keep, (state, buffers))
-    sums = jax.tree.map(lambda s: jnp.zeros((), s.dtype), example)
+    sums = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), example)
 
     def body(_: chex.Array, carry: tuple[Any, Any]) -> tuple[Any, Any]:
       state, sums = carry

@@ -11,7 +11,11 @@ from typing import Any
 import jax
 
 from disco import logs as logs_lib
+from disco import metrics
 from disco.train.config import TrainConfig
+
+# Columns of the training episodes that unlocked each achievement.
+UNLOCKED = 'unlocked/'
 
 
 def make_row(
@@ -22,6 +26,7 @@ def make_row(
     step: int,
     outputs: Mapping[str, Any],
     eval_outputs: Mapping[str, Any] | None,
+    achievement_names: tuple[str, ...] = (),
 ) -> dict[str, float]:
   """Seed `s`'s log row of the iterations ending at iteration `step`.
 
@@ -36,6 +41,8 @@ def make_row(
       (how many); empty for a row of an evaluation alone.
     eval_outputs: [S] 'total_return' and 'num_episodes' of the evaluation
       at `step`, or None.
+    achievement_names: the achievements the environment counts, whose
+      [S, A] counts are the outputs' 'unlocked'.
 
   Returns:
     The row (see `TrainResult.logs`).
@@ -57,6 +64,16 @@ def make_row(
     row['train_episodes'] = count
     row['train_return'] = (
         float(outputs['total_return'][s]) / count if count else nan
+    )
+  if 'unlocked' in outputs:
+    counts = [int(c) for c in outputs['unlocked'][s]]
+    for name, c in zip(achievement_names, counts):
+      row[UNLOCKED + name] = c
+    episodes = row['train_episodes']
+    row['crafter_score'] = (
+        metrics.crafter_score([100.0 * c / episodes for c in counts])
+        if episodes
+        else nan
     )
   if eval_outputs is not None:
     count = int(eval_outputs['num_episodes'][s])

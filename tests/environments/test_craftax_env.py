@@ -71,8 +71,17 @@ def _rollout_fn():
     def body(state, action):
       next_state, timestep = env.step(state, action)
       # The key the adapter must have used to restart a finished episode.
-      reset_keys = _second_halves(_second_halves(state.rng))
-      return next_state, (timestep, reset_keys, next_state.state.timestep)
+      reset_keys = _second_halves(_second_halves(state.env_state.rng))
+      unlocked = env.achievement_counts(next_state) - env.achievement_counts(
+          state
+      )
+      return next_state, (
+          timestep,
+          reset_keys,
+          next_state.env_state.state.timestep,
+          unlocked,
+          state.env_state.state.achievements,
+      )
 
     final, outs = jax.lax.scan(body, state, actions)
     return state, first, final, outs
@@ -149,7 +158,7 @@ def test_full_craftax_specs():
 
 
 def test_random_policy_rollout_under_jit_vmap_and_scan():
-  state, first, final, (timesteps, reset_keys, craftax_time) = _rollout()
+  state, first, final, (timesteps, reset_keys, craftax_time, *_) = _rollout()
   np.testing.assert_array_equal(first.step_type, _MID)
   np.testing.assert_array_equal(first.reward, 0.0)
   _assert_timestep_types(jax.tree.map(lambda x: x[0], first))
@@ -183,8 +192,53 @@ def test_random_policy_rollout_under_jit_vmap_and_scan():
   assert len({tuple(x) for x in ref_obs.tolist()}) > 1
 
 
+def test_ended_episodes_count_their_achievements():
+  _, _, _, (timesteps, _, _, unlocked, before) = _rollout()
+  is_last = np.asarray(timesteps.step_type) == _LAST  # [S, T, B]
+  unlocked, before = np.asarray(unlocked), np.asarray(before)
+  # Counts move only where an episode ended, by at most one each.
+  assert set(np.unique(unlocked)) <= {0, 1}
+  assert not unlocked[~is_last].any()
+  # An ended episode counts at least what it had unlocked before its last
+  # step (read before the restart; after it, the new episode has none).
+  assert np.all(unlocked[is_last] >= before[is_last])
+  assert before[is_last].sum() > 0  # Some ended episodes had unlocked some.
+  assert _env().achievement_names == craftax_env.CLASSIC_ACHIEVEMENTS
+  assert len(craftax_env.CLASSIC_ACHIEVEMENTS) == unlocked.shape[-1] == 22
+
+
+def test_grid_and_pixel_observations():
+  pytest.importorskip('craftax')
+  key = jax.random.key(3)
+  flat_env = craftax_env.CraftaxEnvironment(_NAME, 2)
+  grid_env = craftax_env.CraftaxEnvironment(craftax_env.CLASSIC_GRID, 2)
+  assert grid_env.single_observation_spec()['observation'] == dm_specs.Array(
+      (7, 9, 43), np.float32
+  )
+  _, flat = flat_env.reset(key)
+  _, grid = grid_env.reset(key)
+  flat, grid = np.asarray(flat.observation), np.asarray(grid.observation)
+  # The map's 21 channels, row by row; the 22 other features at every cell.
+  np.testing.assert_array_equal(grid[..., :21].reshape(2, -1), flat[:, :1323])
+  np.testing.assert_array_equal(grid[:, 3, 4, 21:], flat[:, 1323:])
+  np.testing.assert_array_equal(grid[:, 0, 0, 21:], flat[:, 1323:])
+  pixel_env = craftax_env.CraftaxEnvironment(craftax_env.CLASSIC_PIXELS, 2)
+  assert pixel_env.single_observation_spec()['observation'] == (
+      dm_specs.Array((63, 63, 3), np.uint8)
+  )
+  state, pixels = pixel_env.reset(key)
+  craftax = pixel_env.craftax_env
+  reference = np.asarray(craftax.get_obs(
+      jax.tree.map(lambda x: x[0], state.env_state.state)))  # fmt: skip
+  assert pixels.observation.dtype == jnp.uint8
+  # Rounded to the nearest of 256 levels: at most half a level off.
+  np.testing.assert_allclose(
+      np.asarray(pixels.observation[0]) / 255.0, reference, atol=0.5 / 255
+  )
+
+
 def test_determinism_from_the_key():
-  _, first, final, (timesteps, _, _) = _rollout()
+  _, first, final, (timesteps, *_) = _rollout()
   again = _rollout_fn()(_seeds(), jnp.asarray(_actions()))
   chex.assert_trees_all_equal((first, timesteps), (again[1], again[3][0]))
   chex.assert_trees_all_equal(
@@ -257,7 +311,7 @@ def test_eager_steps_match_craftax_auto_reset_class():
         timestep.step_type, np.where(ref_done[t], _LAST, _MID), f'{t}'
     )
   chex.assert_trees_all_close(
-      jax.tree.map(_as_array, state.state),
+      jax.tree.map(_as_array, state.env_state.state),
       jax.tree.map(_as_array, ref_states),
       rtol=0,
       atol=1e-6,
@@ -314,7 +368,7 @@ def test_bad_arguments_are_rejected():
 def test_unknown_names_are_rejected():
   # Checked before craftax is imported: these run without it too.
   with pytest.raises(ValueError, match='Craftax-Classic-Symbolic-v1'):
-    craftax_env.CraftaxEnvironment('Craftax-Classic-Pixels-v1', 2)
+    craftax_env.CraftaxEnvironment('Craftax-Pixels-v1', 2)
   with pytest.raises(
       registry.UnknownEnvironmentError, match='craftax:Craftax-Symbolic-v1'
   ):
@@ -325,6 +379,8 @@ def test_registry_names():
   assert registry.CRAFTAX_NAMES == (
       'craftax:Craftax-Classic-Symbolic-v1',
       'craftax:Craftax-Symbolic-v1',
+      'craftax:Craftax-Classic-Pixels-v1',
+      'craftax:Craftax-Classic-Symbolic-Grid-v1',
   )
   for name in registry.CRAFTAX_NAMES:
     assert name in registry.NAMES

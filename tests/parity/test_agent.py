@@ -77,7 +77,7 @@ _DEFAULT_SETTINGS = {
 class _AgentCase:
   """A golden case with its agent and the jitted functions under test."""
 
-  def __init__(self, name: str):
+  def __init__(self, name: str, forward_once: bool = False):
     self.case = golden.Case(name)
     self.name = name
     config = self.case.config
@@ -93,6 +93,7 @@ class _AgentCase:
         single_action_spec=env.single_action_spec(),
         agent_settings=self.settings,
         batch_axis_name=None,
+        forward_once=forward_once,
     )
     if self.settings.update_rule_name == 'disco':
       self.update_rule_params = builders.disco103()
@@ -132,16 +133,19 @@ def test_settings_are_the_reference_defaults(name):
   assert got == want
 
 
+@pytest.mark.parametrize('forward_once', [False, True])
 @pytest.mark.parametrize('name', sorted(_DEFAULT_SETTINGS))
-def test_small_agent(name):
+def test_small_agent(name, forward_once):
   """Init, actor_step, unroll_net (if stored) and 3 learner steps, twice.
 
   One test per case, so that its compiled functions are built once.
 
   Args:
     name: the case.
+    forward_once: the trainer's fast update (`Agent(forward_once=True)`),
+      held to the reference's steps with the same tolerances.
   """
-  small = _AgentCase(name)
+  small = _AgentCase(name, forward_once)
   case = small.case
 
   with golden.checks() as check:

@@ -34,15 +34,18 @@ and by 1e-2 after about 12 steps; its final parameters by 19%. So:
 """
 
 from collections.abc import Mapping
+import contextlib
 import functools
 import math
 import re
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
 
 from disco import eval as eval_lib
+from disco import learner
 from tests.parity import builders
 from tests.parity import golden
 
@@ -259,15 +262,32 @@ def _check_final_params(check, case, params):
 
 
 @functools.cache
-def _run(config: eval_lib.EvalConfig) -> eval_lib.EvalHistory:
-  """The loop's history; one run serves every set with the same config."""
-  return eval_lib.run_eval(config, update_rule_params=builders.disco103())
+def _run(
+    config: eval_lib.EvalConfig, forward_once: bool = False
+) -> eval_lib.EvalHistory:
+  """The loop's history; one run serves every set with the same config.
+
+  With `forward_once`, its agent takes the trainer's fast update
+  (`Agent(forward_once=True)`: the online network run once per learner
+  step) in place of the reference's.
+  """
+  with (
+      mock.patch.object(
+          learner, 'build', functools.partial(learner.build, forward_once=True)
+      )
+      if forward_once
+      else contextlib.nullcontext()
+  ):
+    return eval_lib.run_eval(config, update_rule_params=builders.disco103())
 
 
-def test_faithful_loop_reproduces_the_reference_curve():
+# The faithful loop, and the same loop with the trainer's fast update, held
+# to the reference's curve alike (natively: every action and log).
+@pytest.mark.parametrize('forward_once', [False, True])
+def test_faithful_loop_reproduces_the_reference_curve(forward_once):
   case = golden.Case(_CASE)
   config = _config(case)
-  history = _run(config)
+  history = _run(config, forward_once)
   record = history.rollouts
   expected = case.subtree('expected')
   num_steps = config.num_steps
