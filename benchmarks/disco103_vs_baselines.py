@@ -476,10 +476,12 @@ def report(out: pathlib.Path, include_partial: bool = False) -> None:
   print(f'wrote results.csv, summary.csv, curves.csv and curves.png in {out}')
 
 
-def add_run_flags(parser: argparse.ArgumentParser) -> None:
+def add_run_flags(
+    parser: argparse.ArgumentParser, envs: tuple[str, ...] = ENVS
+) -> None:
   """The flags every per-environment benchmark command shares."""
   parser.add_argument('--out', type=pathlib.Path, required=True)
-  parser.add_argument('--env', choices=ENVS, default=None)
+  parser.add_argument('--env', choices=envs, default=None)
   parser.add_argument('--algos', nargs='+', choices=ALGOS, default=ALGOS)
   parser.add_argument('--seeds', nargs='+', type=int, default=SEEDS)
   parser.add_argument(

@@ -22,6 +22,10 @@
 # GPU_DEADLINE_S (default 530, or 430 with GPU_CHECKPOINTS) the seeds and
 # the run's deadline;
 # GPU_NUM_ENVS the environments per rollout (default: the protocol's);
+# GPU_RUN_AGENT and GPU_RUN_PRESET the run's agent and protocol preset
+# (issue 55's pixel run: GPU_ENV=craftax:Craftax-Classic-Pixels-v1
+# GPU_AGENT=paper GPU_RUN_AGENT=paper GPU_PRESET=crafter_rollout_per_update
+# GPU_RUN_PRESET=crafter_rollout_per_update GPU_SEEDS=0);
 # GPU_UNROLL_INNER_SCANS=1 unrolls the scans inside an environment step and
 # a learner step (`--unroll-inner-scans`; the same values, fewer kernels in
 # a row). GPU_CHECKPOINTS=1 lets one run span two calls on one warm
@@ -94,6 +98,8 @@ print("jax", jax.__version__, jax.devices())' || exit 1
     --evaluations "${GPU_EVALUATIONS:-40}" ${CHECKPOINTS} \
     --steps-per-chunk "${GPU_STEPS_PER_CHUNK:-10}" --no-progress \
     ${GPU_NUM_ENVS:+--num-envs "${GPU_NUM_ENVS}"} \
+    ${GPU_RUN_AGENT:+--agent "${GPU_RUN_AGENT}"} \
+    ${GPU_RUN_PRESET:+--preset "${GPU_RUN_PRESET}"} \
     ${GPU_UNROLL_INNER_SCANS:+--unroll-inner-scans}
   echo "[$(elapsed) s] run stopped or done"
   "${PY}" benchmarks/paper_protocol.py --out "${BENCH}" --report \

@@ -53,6 +53,8 @@ import disco103_vs_baselines as old
 import pieces
 
 from disco import metrics
+from disco.train import AGENTS
+from disco.train.config import PROTOCOL_PRESETS
 
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -107,10 +109,11 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
   env_steps = args.env_steps or (
       CRAFTAX_ENV_STEPS if env.startswith('craftax:') else MINATAR_ENV_STEPS
   )
-  probe = train.preset(protocol_for(env), **changes)
+  preset = args.preset or protocol_for(env)
+  probe = train.preset(preset, **changes)
   num_steps = probe.num_steps_for(env_steps)
   config = train.preset(
-      protocol_for(env),
+      preset,
       agent=args.agent or agent_for(env),
       env=env,
       rule=rule,
@@ -132,9 +135,16 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
 
 
 def run_name(
-    env: str, algo: str, seeds: tuple[int, ...], agent=None, num_envs=None
+    env: str,
+    algo: str,
+    seeds: tuple[int, ...],
+    agent=None,
+    num_envs=None,
+    preset=None,
 ) -> str:
   name = old.run_name(env, algo, seeds)
+  if preset is not None and preset != protocol_for(env):
+    name = name.replace(f'__{algo}', f'__{algo}__{preset}')
   if agent is not None and agent != agent_for(env):
     name = name.replace(f'__{algo}', f'__{algo}__{agent}')
   if num_envs is not None:
@@ -154,7 +164,9 @@ def run_env(args: argparse.Namespace) -> None:
       env_steps = config.num_steps * config.env_steps_per_step
       record = pieces.run(
           args.out,
-          run_name(env, algo, tuple(seeds), args.agent, args.num_envs),
+          run_name(
+              env, algo, tuple(seeds), args.agent, args.num_envs, args.preset
+          ),
           config,
           num_seeds=len(seeds),
           show_progress=not args.no_progress,
@@ -268,7 +280,15 @@ def report(out: pathlib.Path, include_partial: bool) -> None:
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  old.add_run_flags(parser)
+  # Craftax-Classic's pixels and grid too, for the convolutional agents.
+  old.add_run_flags(
+      parser,
+      old.ENVS
+      + (
+          'craftax:Craftax-Classic-Pixels-v1',
+          'craftax:Craftax-Classic-Symbolic-Grid-v1',
+      ),
+  )
   parser.add_argument(
       '--env-steps',
       type=int,
@@ -280,9 +300,19 @@ def main(argv=None) -> int:
   )
   parser.add_argument(
       '--agent',
-      choices=('minatar', 'craftax', 'craftax_frames'),
+      choices=sorted(AGENTS),
       default=None,
       help='agent (default: craftax_frames on Craftax, minatar on MinAtar)',
+  )
+  parser.add_argument(
+      '--preset',
+      choices=sorted(PROTOCOL_PRESETS),
+      default=None,
+      help=(
+          'the protocol preset (default: crafter on Craftax, atari on'
+          ' MinAtar); the _rollout_per_update ones read the replay ratio'
+          ' per batch slot'
+      ),
   )
   parser.add_argument(
       '--num-envs',

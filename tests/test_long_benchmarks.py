@@ -447,3 +447,31 @@ def test_the_protocol_benchmark_runs_the_preset_beside_old_runs_and_paper():
       if r['settings'].startswith('old')
   }
   assert {('disco', 75_110), ('disco', 147_610)} <= old
+
+
+# ----------------------------------------------------------------------------
+# craftax_arms.py: one factor per arm.
+
+
+def test_each_craftax_arm_changes_one_factor_of_the_base():
+  arms = _load('craftax_arms')
+  args = argparse.Namespace(steps_per_chunk=4, checkpoint_every=40)
+  base = arms.arm_config('base', 0, 250_000, args).to_dict()
+  factors = {
+      'width_256': {'agent_lstm_size', 'agent_head_mlp_hiddens'},
+      'width_1024': {'agent_lstm_size', 'agent_head_mlp_hiddens'},
+      'conv_grid': {'env', 'agent_network', 'agent_conv_channels'},
+      'rollout_per_update': {'spread_fresh', 'replay_per_slot', 'num_envs',
+                             'buffer_capacity', 'num_steps', 'eval_every'},  # fmt: skip
+      'no_weight_decay': {'agent_weight_decay'},
+  }
+  assert set(factors) | {'base'} == set(arms.ARMS)
+  for arm, fields in factors.items():
+    config = arms.arm_config(arm, 0, 250_000, args)
+    changed = {k for k, v in config.to_dict().items() if base[k] != v}
+    assert changed == fields, arm
+    # Every arm runs at least the budget, within one iteration of it.
+    steps = config.num_steps * config.env_steps_per_step
+    assert 250_000 <= steps < 250_000 + config.env_steps_per_step
+  assert base['rule'] == 'disco' and base['truncation'] == 'terminate'
+  assert base['agent_frame_embedding'] == 64 and base['frame_stack'] == 32
