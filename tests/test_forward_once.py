@@ -15,8 +15,8 @@ import jax
 import pytest
 
 from disco import acting
-from disco import configs
 from disco import agent as agent_lib
+from disco import configs
 from disco import learner
 from disco import schedules
 from disco import train
