@@ -28,6 +28,7 @@ import chex
 import haiku as hk
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from disco import frame_nets
 from disco.networks import nets
@@ -49,23 +50,82 @@ def is_image(leaf_rank: int) -> bool:
   return leaf_rank >= 3
 
 
+def shifted_matmuls_default() -> bool:
+  """Whether convolutions run as matrix products: on a CPU backend."""
+  return jax.default_backend() == 'cpu'
+
+
+class Conv3x3(hk.Module):
+  """A 3x3 convolution of stride 1, SAME padding, with `hk.Conv2D`'s parameters.
+
+  `w` [3, 3, C, O] and `b` [O], initialised as `hk.Conv2D` does. With
+  `shifted_matmuls` it is computed as one matrix product of the nine
+  shifted copies of the input, [N, H, W, 9 C] x [9 C, O], instead of XLA's
+  convolution: the same values up to float rounding, and on a CPU much
+  faster inside the trainer's loops, where XLA's CPU convolutions (their
+  gradients above all) run several times slower than outside a loop
+  (jax-ml/jax#12868; docs/training.md).
+  """
+
+  def __init__(
+      self, channels: int, shifted_matmuls: bool, name: str | None = None
+  ):
+    super().__init__(name=name)
+    self._channels = channels
+    self._shifted_matmuls = shifted_matmuls
+
+  def __call__(self, x: chex.Array) -> chex.Array:
+    """[N, H, W, C] -> [N, H, W, channels]."""
+    in_channels = x.shape[-1]
+    # `hk.Conv2D`'s default: a truncated normal of std 1 / sqrt(fan-in).
+    w_init = hk.initializers.TruncatedNormal(1.0 / np.sqrt(9 * in_channels))
+    w = hk.get_parameter(
+        'w', (3, 3, in_channels, self._channels), x.dtype, init=w_init
+    )
+    b = hk.get_parameter('b', (self._channels,), x.dtype, init=jnp.zeros)
+    if not self._shifted_matmuls:
+      out = jax.lax.conv_general_dilated(
+          x, w, (1, 1), 'SAME', dimension_numbers=('NHWC', 'HWIO', 'NHWC')
+      )
+      return out + b
+    _, height, width, _ = x.shape
+    padded = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    shifted = [
+        padded[:, i : i + height, j : j + width]
+        for i in range(3)
+        for j in range(3)
+    ]
+    patches = jnp.concatenate(shifted, axis=-1)  # [N, H, W, 9 C]
+    return patches @ w.reshape(9 * in_channels, self._channels) + b
+
+
 class ResidualSection(hk.Module):
   """A 3x3 convolution, a 3x3 max-pool of stride 2, two residual blocks."""
 
-  def __init__(self, channels: int, name: str | None = None):
+  def __init__(
+      self,
+      channels: int,
+      shifted_matmuls: bool = False,
+      name: str | None = None,
+  ):
     super().__init__(name=name)
     self._channels = channels
+    self._shifted_matmuls = shifted_matmuls
 
   def __call__(self, x: chex.Array) -> chex.Array:
     """[N, H, W, C] -> [N, ceil(H / 2), ceil(W / 2), channels]."""
-    x = hk.Conv2D(self._channels, 3, name='conv')(x)
+
+    def conv(name: str) -> Conv3x3:
+      return Conv3x3(self._channels, self._shifted_matmuls, name=name)
+
+    x = conv('conv')(x)
     x = hk.max_pool(x, window_shape=(1, 3, 3, 1), strides=(1, 2, 2, 1),
                     padding='SAME')  # fmt: skip
     for i in range(2):
       y = jax.nn.relu(x)
-      y = hk.Conv2D(self._channels, 3, name=f'block_{i}_conv_0')(y)
+      y = conv(f'block_{i}_conv_0')(y)
       y = jax.nn.relu(y)
-      y = hk.Conv2D(self._channels, 3, name=f'block_{i}_conv_1')(y)
+      y = conv(f'block_{i}_conv_1')(y)
       x = x + y
     return x
 
@@ -81,6 +141,7 @@ class ConvNet(nets.MLPHeadNet):
       head_w_init_std: float | None,
       conv_channels: Iterable[int] = (16, 32, 32),
       frame_embedding: int = 0,
+      shifted_matmuls: bool | None = None,
       model_out_spec: chex.ArrayTree | None = None,
       model_arch_name: str | None = None,
       model_kwargs: Any = None,
@@ -96,6 +157,8 @@ class ConvNet(nets.MLPHeadNet):
       conv_channels: channels of each residual section, in order.
       frame_embedding: 0 puts stacked frames on the channels; > 0 embeds
         each frame alone to this width (see the module docstring).
+      shifted_matmuls: compute the convolutions as matrix products
+        (`Conv3x3`); None: on a CPU backend only.
       model_out_spec: specs of the per-action outputs.
       model_arch_name: the action model's name ('lstm').
       model_kwargs: the action model's keyword arguments.
@@ -113,6 +176,9 @@ class ConvNet(nets.MLPHeadNet):
     self._dense = tuple(dense)
     self._channels = tuple(conv_channels)
     self._frame_embedding = int(frame_embedding)
+    if shifted_matmuls is None:
+      shifted_matmuls = shifted_matmuls_default()
+    self._shifted_matmuls = bool(shifted_matmuls)
     if not self._channels:
       raise ValueError('ConvNet needs at least one residual section.')
 
@@ -120,7 +186,9 @@ class ConvNet(nets.MLPHeadNet):
     """[N, H, W, C] float -> [N, F], the sections' flattened output."""
     x = images
     for i, channels in enumerate(self._channels):
-      x = ResidualSection(channels, name=f'section_{i}')(x)
+      x = ResidualSection(channels, self._shifted_matmuls, name=f'section_{i}')(
+          x
+      )
     return hk.Flatten()(jax.nn.relu(x))
 
   def _split(

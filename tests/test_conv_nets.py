@@ -234,3 +234,46 @@ def test_pixel_craftax_trains_with_frames_stored_once_as_uint8():
   result = train.run_train(config)
   assert result.logs['learner_steps'][-1] > 0
   assert 'unlocked/collect_wood' in result.logs
+
+
+def test_convolutions_as_shifted_matmuls_match_xlas():
+  images = jax.random.normal(jax.random.key(0), (6, 7, 9, 5))
+
+  def forward(x, shifted_matmuls):
+    return conv_nets.ConvNet(
+        out_spec={'logits': specs.Array((3,), np.float32)},
+        dense=(8,),
+        action_spec=None,
+        head_w_init_std=None,
+        conv_channels=(4, 6),
+        shifted_matmuls=shifted_matmuls,
+    )(x)['logits']
+
+  xla = hk.without_apply_rng(hk.transform(lambda x: forward(x, False)))
+  matmuls = hk.without_apply_rng(hk.transform(lambda x: forward(x, True)))
+  params = xla.init(jax.random.key(1), images)
+  # The same parameters (hk.Conv2D's names, shapes and initialisation).
+  chex.assert_trees_all_equal(params, matmuls.init(jax.random.key(1), images))
+  ref = hk.without_apply_rng(
+      hk.transform(lambda x: hk.Conv2D(4, 3, name='conv')(x))
+  )
+  mine = hk.without_apply_rng(
+      hk.transform(lambda x: conv_nets.Conv3x3(4, True, name='conv')(x))
+  )
+  conv_params = ref.init(jax.random.key(2), images)
+  chex.assert_trees_all_equal(conv_params, mine.init(jax.random.key(2), images))
+  # Values and gradients up to float rounding: measured 1e-6 relative; a
+  # shift off by one cell moves them by 1e-1.
+  np.testing.assert_allclose(
+      mine.apply(conv_params, images), ref.apply(conv_params, images),
+      rtol=1e-5, atol=1e-5,
+  )  # fmt: skip
+  np.testing.assert_allclose(
+      matmuls.apply(params, images), xla.apply(params, images),
+      rtol=1e-5, atol=1e-5,
+  )  # fmt: skip
+
+  def loss(fn):
+    return jax.grad(lambda p: jnp.sum(fn.apply(p, images) ** 2))(params)
+
+  chex.assert_trees_all_close(loss(matmuls), loss(xla), rtol=1e-4, atol=1e-5)
