@@ -192,6 +192,7 @@ def test_craftax_steps_unrolled_are_the_same_bit_for_bit():
     b, *outs_b = unrolled(b, action)
     chex.assert_trees_all_equal(outs_a, outs_b)
   chex.assert_trees_all_equal(
-      jax.random.key_data(a.rng), jax.random.key_data(b.rng)
+      jax.random.key_data(a.env_state.rng), jax.random.key_data(b.env_state.rng)
   )
-  chex.assert_trees_all_equal(a.state, b.state)
+  chex.assert_trees_all_equal(a.env_state.state, b.env_state.state)
+  chex.assert_trees_all_equal(a.unlocked, b.unlocked)
