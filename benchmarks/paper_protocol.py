@@ -109,7 +109,7 @@ def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
   env_steps = args.env_steps or (
       CRAFTAX_ENV_STEPS if env.startswith('craftax:') else MINATAR_ENV_STEPS
   )
-  preset = args.preset or protocol_for(env)
+  preset = getattr(args, 'preset', None) or protocol_for(env)
   probe = train.preset(preset, **changes)
   num_steps = probe.num_steps_for(env_steps)
   config = train.preset(
@@ -165,7 +165,12 @@ def run_env(args: argparse.Namespace) -> None:
       record = pieces.run(
           args.out,
           run_name(
-              env, algo, tuple(seeds), args.agent, args.num_envs, args.preset
+              env,
+              algo,
+              tuple(seeds),
+              args.agent,
+              args.num_envs,
+              getattr(args, 'preset', None),
           ),
           config,
           num_seeds=len(seeds),

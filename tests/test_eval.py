@@ -740,6 +740,7 @@ def test_fast_alias_is_the_colab_preset_with_the_configs_settings():
       eval_envs=3,
       max_devices=devices,
       taken_action_gradients=False,
+      forward_once=False,
       truncation='terminate',
       log_every_iteration=True,
   )
