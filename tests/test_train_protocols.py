@@ -324,9 +324,8 @@ def _protocol(**changes) -> train.TrainConfig:
   )
 
 
-def test_spread_batches_have_the_batch_size_and_the_ratios_steps(
-    monkeypatch,
-):
+def _record_batch_shapes(monkeypatch) -> list[tuple[int, ...]]:
+  """The observation shape of every learner batch the trainer builds."""
   shapes = []
   make_learn_fn = train_program.learner.make_learn_fn
 
@@ -342,6 +341,13 @@ def test_spread_batches_have_the_batch_size_and_the_ratios_steps(
   monkeypatch.setattr(
       train_program.learner, 'make_learn_fn', recording_make_learn_fn
   )
+  return shapes
+
+
+def test_spread_batches_have_the_batch_size_and_the_ratios_steps(
+    monkeypatch,
+):
+  shapes = _record_batch_shapes(monkeypatch)
   # 0.9 of 8: 0.8 fresh trajectories per update, 4 per rollout: 5 updates.
   config = _protocol(replay_fraction=0.9, num_envs=4, num_steps=3)
   assert config.learner_steps_per_step == 5
@@ -449,21 +455,7 @@ def test_each_reading_runs_its_environment_steps_per_update(
 
 
 def test_drawn_slots_mix_fresh_and_replayed_trajectories(monkeypatch):
-  fresh_shares = []
-  make_learn_fn = train_program.learner.make_learn_fn
-
-  def recording_make_learn_fn(setup):
-    learn = make_learn_fn(setup)
-
-    def wrapped(rng, batch, *args):
-      fresh_shares.append(batch.observations.shape)
-      return learn(rng, batch, *args)
-
-    return wrapped
-
-  monkeypatch.setattr(
-      train_program.learner, 'make_learn_fn', recording_make_learn_fn
-  )
+  fresh_shares = _record_batch_shapes(monkeypatch)
   base = dict(replay_per_slot=True, spread_fresh=False, num_envs=3,
               buffer_capacity=18, num_steps=4)  # fmt: skip
   # All fresh, all replayed and the mix each train, with the batch size.
