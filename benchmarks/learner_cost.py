@@ -18,7 +18,9 @@ inside one environment step and one learner step left as loops (the
 default) and unrolled (`TrainConfig.unroll_inner_scans`);
 `--forward once twice` times the learner's update both ways: the online
 network run once per update (`TrainConfig.forward_once`, the default) and
-twice, as the reference does.
+twice, as the reference does; `--before REV` also times every setting
+with the library of git revision REV (a worktree of it), in the same
+invocation, for a before-and-after ratio.
 
   updates_per_s   learner updates per second of the run (all its seeds)
   per_seed        updates per second per seed (the run's rate x seeds)
@@ -29,6 +31,7 @@ twice, as the reference does.
   vs_every        this rate over embedding every frame's (same setting)
   vs_rolled       this rate over the inner scans rolled (same setting)
   vs_twice        this rate over the network run twice (same setting)
+  vs_before       this rate over the library at `--before` (same setting)
 
   python benchmarks/learner_cost.py --out benchmarks/results/learner_cost.csv
   python benchmarks/learner_cost.py --envs catch --agents colab --rules disco
@@ -51,7 +54,9 @@ import json
 import os
 import pathlib
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -77,6 +82,7 @@ COLUMNS = (
     'frame_embedding',
     'inner_scans',
     'forward',
+    'code',
     'num_envs',
     'env',
     'agent',
@@ -91,6 +97,7 @@ COLUMNS = (
     'vs_every',
     'vs_rolled',
     'vs_twice',
+    'vs_before',
     'timed_updates',
     'compile_s',
 )
@@ -212,6 +219,12 @@ def main(argv=None) -> int:
       help='time actor-critic in every dtype too (default: float32 only)',
   )
   parser.add_argument('--num-seeds', nargs='+', type=int, default=(1,))
+  parser.add_argument(
+      '--before',
+      default=None,
+      metavar='REV',
+      help='also time each setting with the library at this git revision',
+  )
   parser.add_argument('--chunk', type=int, default=10)
   parser.add_argument('--chunks', type=int, default=4)
   parser.add_argument('--out', default=None, help='CSV file to write')
@@ -221,6 +234,9 @@ def main(argv=None) -> int:
     print(json.dumps(child(json.loads(args.child))))
     return 0
   print(f'machine: {machine()}', flush=True)
+  codes = {'this': None}
+  if args.before:
+    codes[args.before] = _worktree(args.before)
   rows = []
   settings = [
       (preset, frame_stack, num_envs, embedding, env, agent, rule, dtype,
@@ -267,22 +283,25 @@ def main(argv=None) -> int:
         chunk=args.chunk,
         chunks=args.chunks,
     )
-    timing = pieces.child_result(__file__, _CHILD, spec)
-    if timing is None:
-      continue
-    row = {k: v for k, v in spec.items() if k in COLUMNS} | timing
-    rows.append(row)
-    if args.out:  # Row by row: a stopped command keeps its rows.
-      write_csv(args.out, rows)
-    print(
-        f'{preset:7} K={row["frame_stack"]:<3} envs={row["num_envs"]:<3}'
-        f' {embedding:5} {inner_scans:8} {forward:5} {env:38}'
-        f' {agent:14}'
-        f' {dtype:9} {rule:13} x{num_seeds}: {row["per_seed"]:6.2f}'
-        f' updates/s per seed ({row["ms_per_update"]:5.0f} ms), compile'
-        f' {row["compile_s"]} s',
-        flush=True,
-    )
+    for code, library in codes.items():
+      timing = pieces.child_result(__file__, _CHILD, spec, library=library)
+      if timing is None:
+        continue
+      row = {k: v for k, v in spec.items() if k in COLUMNS} | timing
+      row['code'] = code
+      rows.append(row)
+      if args.out:  # Row by row: a stopped command keeps its rows.
+        write_csv(args.out, rows)
+      print(
+          f'{code[:8]:8} {preset:7} K={row["frame_stack"]:<3}'
+          f' envs={row["num_envs"]:<3}'
+          f' {embedding:5} {inner_scans:8} {forward:5} {env:38}'
+          f' {agent:14}'
+          f' {dtype:9} {rule:13} x{num_seeds}: {row["per_seed"]:6.2f}'
+          f' updates/s per seed ({row["ms_per_update"]:5.0f} ms), compile'
+          f' {row["compile_s"]} s',
+          flush=True,
+      )
   if args.out:
     write_csv(args.out, rows)
   return 0
@@ -307,6 +326,7 @@ def _ratios(rows: list[dict]) -> None:
       frame_embedding: str | None = None,
       inner_scans: str | None = None,
       forward: str | None = None,
+      code: str | None = None,
   ) -> tuple:
     """What two rows must share to be compared (older rows: `paper`)."""
     return (
@@ -319,6 +339,7 @@ def _ratios(rows: list[dict]) -> None:
         row['env'],
         row['agent'],
         row['num_seeds'],
+        code or row.get('code') or 'this',
     )
 
   def find(same: tuple, rule: str, dtype: str) -> dict | None:
@@ -343,9 +364,37 @@ def _ratios(rows: list[dict]) -> None:
         setting(row, forward='twice'), row['rule'], row['compute_dtype']
     )
     row['vs_twice'] = row['per_seed'] / twice['per_seed'] if twice else ''
+    before = [
+        r
+        for r in rows
+        if r.get('code', 'this') not in ('this', row.get('code'))
+    ]
+    before = before and find(
+        setting(row, code=before[0]['code']), row['rule'], row['compute_dtype']
+    )
+    row['vs_before'] = row['per_seed'] / before['per_seed'] if before else ''
     ac = find(setting(row), 'actor_critic', row['compute_dtype'])
     row['vs_f32'] = row['per_seed'] / f32['per_seed'] if f32 else ''
     row['vs_ac'] = row['per_seed'] / ac['per_seed'] if ac else ''
+
+
+def _worktree(rev: str) -> str:
+  """A detached git worktree of `rev` (made once, in the temp dir)."""
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  sha = subprocess.run(
+      ['git', '-C', str(repo), 'rev-parse', '--verify', f'{rev}^{{commit}}'],
+      capture_output=True,
+      text=True,
+      check=True,
+  ).stdout.strip()
+  path = pathlib.Path(tempfile.gettempdir()) / f'disco-{sha[:12]}'
+  if not (path / 'disco').is_dir():
+    subprocess.run(
+        ['git', '-C', str(repo), 'worktree', 'add', '--detach', str(path), sha],
+        check=True,
+        capture_output=True,
+    )
+  return str(path)
 
 
 def machine() -> str:

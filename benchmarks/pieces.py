@@ -70,17 +70,32 @@ def write_pieces(
   write_json(path, dict(settings=jsonable(settings), pieces=pieces))
 
 
-def child_result(script: str, flag: str, spec: Mapping[str, Any]) -> Any:
+def child_result(
+    script: str,
+    flag: str,
+    spec: Mapping[str, Any],
+    library: str | None = None,
+) -> Any:
   """Runs `script flag <spec as JSON>` in a fresh Python process.
+
+  `library`: a source tree whose `disco` the process imports instead of
+  this one's (e.g. a worktree of an older commit).
 
   Returns the JSON of its last output line, or None (its error printed) if
   it failed: a timing that must not inherit this process's caches.
   """
+  env = None
+  if library is not None:
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        [library] + [p for p in [env.get('PYTHONPATH')] if p]
+    )
   done = subprocess.run(
       [sys.executable, script, flag, json.dumps(spec)],
       capture_output=True,
       text=True,
       check=False,
+      env=env,
   )
   if done.returncode:
     print(done.stderr[-2000:], file=sys.stderr)

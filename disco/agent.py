@@ -147,6 +147,7 @@ class Agent:
       batch_axis_name: str | None,
       taken_action_gradients: bool = False,
       forward_once: bool = False,
+      share_meta_inputs: bool = False,
       optimizer: optax.GradientTransformation | None = None,
   ):
     """Builds the update rule, the network and the optimizer.
@@ -171,6 +172,9 @@ class Agent:
         and backward ones): the same values, the gradient up to float
         rounding. Off by default, as the faithful loop keeps the
         reference's program.
+      share_meta_inputs: let a rule that can (Disco) compute what several
+        meta-network inputs read alike once: the same targets up to float
+        rounding. Off by default: the reference's program.
       optimizer: the agent's optimiser; None builds the reference's from
         `learning_rate` and `max_abs_update` of the settings (an addition:
         the paper's evaluation protocols schedule the step and decay the
@@ -197,7 +201,11 @@ class Agent:
           f'Unsupported update rule: {rule_name!r}; available:'
           f' {sorted(_UPDATE_RULES)}.'
       )
-    self.update_rule = _UPDATE_RULES[rule_name](**agent_settings.update_rule)
+    rule_class = _UPDATE_RULES[rule_name]
+    rule_kwargs = dict(agent_settings.update_rule)
+    if share_meta_inputs and rule_class.can_share_meta_inputs:
+      rule_kwargs['share_meta_inputs'] = True
+    self.update_rule = rule_class(**rule_kwargs)
 
     self._network = nets.get_network(
         name=agent_settings.net_settings.name,

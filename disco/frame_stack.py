@@ -191,8 +191,15 @@ def _unpack_leaf(
   return jnp.where(keep, stacks, jnp.zeros((), stacks.dtype))
 
 
-def unpack(packed: types.ActorRollout) -> types.ActorRollout:
-  """The rollout of stacks that `pack` packed (bit for bit)."""
+def unpack(
+    packed: types.ActorRollout, final_stacks: bool = True
+) -> types.ActorRollout:
+  """The rollout of stacks that `pack` packed (bit for bit).
+
+  With `final_stacks` False, a `TruncatedRollout`'s `final_observations`
+  stay its newest frames, for `final_observations` to stack where they are
+  read (the learner reads them only when a step was truncated).
+  """
   starts = _episode_starts(packed.discounts)
   observations = jax.tree.map(
       lambda context, frames: _unpack_leaf(context, frames, starts),
@@ -200,23 +207,30 @@ def unpack(packed: types.ActorRollout) -> types.ActorRollout:
       packed.observations[FRAMES],
   )
   rollout = packed.replace(observations=observations)
-  if isinstance(packed, truncation_lib.TruncatedRollout):
-    # Where an episode ended, its final stack is the step before's plus
-    # its final frame; elsewhere (and at step 0) the step's own stack.
-    ended = ~packed.discounts
-    ended = ended.at[0].set(False)
-
-    def final(stacks: chex.Array, final_frames: chex.Array) -> chex.Array:
-      before = jnp.concatenate([stacks[:1], stacks[:-1]], axis=0)
-      pushed = jnp.concatenate(
-          [before[:, :, 1:], final_frames[:, :, None]], axis=2
-      )
-      mask = ended.reshape(ended.shape + (1,) * (stacks.ndim - 2))
-      return jnp.where(mask, pushed, stacks)
-
+  if final_stacks and isinstance(packed, truncation_lib.TruncatedRollout):
     rollout = rollout.replace(
-        final_observations=jax.tree.map(
-            final, observations, packed.final_observations
+        final_observations=final_observations(
+            rollout, packed.final_observations
         )
     )
   return rollout
+
+
+def final_observations(
+    rollout: types.ActorRollout, final_frames: chex.ArrayTree
+) -> chex.ArrayTree:
+  """The final stacks [T, B, K, ...] of a rollout of stacks.
+
+  Where an episode ended, its final stack is the step before's plus its
+  final frame [T, B, ...]; elsewhere (and at step 0) the step's own stack.
+  """
+  ended = ~rollout.discounts
+  ended = ended.at[0].set(False)
+
+  def final(stacks: chex.Array, frames: chex.Array) -> chex.Array:
+    before = jnp.concatenate([stacks[:1], stacks[:-1]], axis=0)
+    pushed = jnp.concatenate([before[:, :, 1:], frames[:, :, None]], axis=2)
+    mask = ended.reshape(ended.shape + (1,) * (stacks.ndim - 2))
+    return jnp.where(mask, pushed, stacks)
+
+  return jax.tree.map(final, rollout.observations, final_frames)

@@ -176,10 +176,12 @@ def build(
     update_rule_params: types.MetaParams | None,
     taken_action_gradients: bool = False,
     forward_once: bool = False,
+    share_meta_inputs: bool = False,
 ) -> Setup:
   """The run's pieces; `update_rule_params` None loads the default ones.
 
-  `taken_action_gradients` and `forward_once` are the `Agent`'s options
+  `taken_action_gradients`, `forward_once` and `share_meta_inputs` are the
+  `Agent`'s options
   (off: the reference's program and rounding, which the faithful loop
   keeps and the trainer keeps on request).
 
@@ -196,6 +198,7 @@ def build(
       batch_axis_name=devices_lib.AXIS_NAME,
       taken_action_gradients=taken_action_gradients,
       forward_once=forward_once,
+      share_meta_inputs=share_meta_inputs,
       optimizer=(
           schedules.config_optimizer(config)
           if hasattr(config, 'agent_lr_schedule')
@@ -346,14 +349,22 @@ def truncation_values_fn(
   return value_fn_values, float(value_fn.config.discount_factor)
 
 
-def make_learn_fn(setup: Setup) -> LearnFn:
+def make_learn_fn(
+    setup: Setup,
+    final_observations: (
+        Callable[[types.ActorRollout, chex.ArrayTree], chex.ArrayTree] | None
+    ) = None,
+) -> LearnFn:
   """One learner step (plus the value function's, for policy gradient).
 
   The returned function runs per device, inside `pmap` over
   `devices.AXIS_NAME` (see `LearnFn`); its logs are scalars. Given a
   `truncation.TruncatedRollout`, it first adds the bootstrap to the rewards
   of the truncated steps (`truncation.bootstrap_if_truncated`, with the
-  values of `truncation_values_fn`).
+  values of `truncation_values_fn`). `final_observations(rollout,
+  rollout.final_observations)`, if given, makes the observations of the
+  latter (e.g. `frame_stack.final_observations` stacks frames), only
+  where some step was truncated.
   """
   agent = setup.agent
   value_fn = setup.value_fn
@@ -374,6 +385,12 @@ def make_learn_fn(setup: Setup) -> LearnFn:
       values_fn, discount = truncation_values_fn(
           setup, learner_state, actor_state, value_state
       )
+      if final_observations is not None:
+        values_of = values_fn
+
+        def values_fn(finals, rollout=rollout):
+          return values_of(final_observations(rollout, finals))
+
       rollout = truncation.bootstrap_if_truncated(rollout, values_fn, discount)
     if value_fn is not None:
       agent_out, _ = agent.unroll_net(

@@ -31,6 +31,9 @@ SpecsTree = ArraySpec | Sequence['SpecsTree'] | dict[str, 'SpecsTree']
 
 HaikuState = hk.State
 AgentOuts = dict[str, chex.ArrayTree]
+# The key of `AgentOuts` that holds per-action outputs at the taken actions
+# ([T, B, ...]), where a learner asked the network for them (`taken_only`).
+TAKEN = 'at_taken_action'
 UpdateRuleOuts = dict[str, chex.ArrayTree]
 UpdateRuleLog = dict[str, chex.ArrayTree]
 HyperParams = dict[str, chex.Array | float]

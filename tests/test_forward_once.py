@@ -5,7 +5,9 @@ and takes the loss's gradient through `jax.vjp` of that pass; the
 reference runs the network twice. The operations are the same, and on this
 CPU the steps are the same bit for bit, for every rule and with or without
 taken-action gradients. (`tests/parity/test_agent.py` and
-`test_eval_curve.py` hold it to the reference's goldens too.)
+`test_eval_curve.py` hold the trainer's whole fast update, which adds
+taken-action gradients and shared meta-network inputs, to the reference's
+goldens at the cross-platform tolerances.)
 """
 
 import functools

@@ -15,6 +15,8 @@ import pytest
 
 from disco import acting
 from disco import configs
+from disco import devices
+from disco import frame_stack
 from disco import learner
 from disco import train
 from disco import truncation
@@ -260,3 +262,67 @@ def test_training_runs_with_either_mode(mode):
   result = train.run_train(config)
   assert result.logs['learner_steps'][-1] > 0
   assert np.all(np.isfinite(result.logs['logs/total_loss']))
+
+
+def test_final_stacks_made_where_read_take_the_same_step():
+  # The trainer unpacks a batch's final frame stacks only where the learner
+  # reads them (a truncated step): the same step as stacking them first.
+  config = _config(frame_stack=3, agent_frame_embedding=0)
+  setup = learner.build(config, None)
+  env = setup.env
+
+  def policy(params, rng, timestep, actor_state):
+    newest = timestep.replace(observation=timestep.observation[:, -1])
+    out, actor_state = _policy_step(params, rng, newest, actor_state)
+    return out.replace(observations=timestep.observation), actor_state
+
+  env_state, timestep = env.reset(jax.random.key(3))
+  rollout, *_ = acting.unroll_jittable_actor(
+      None,
+      {},
+      timestep,
+      env_state,
+      jax.random.key(4),
+      env=env,
+      rollout_len=_STEPS,
+      actor_step_fn=policy,
+      truncation=True,
+  )
+  assert rollout.truncated.any()
+  packed = frame_stack.pack(rollout)
+  learner_state = setup.agent.initial_learner_state(jax.random.key(0))
+
+  def step(learn_fn, batch):
+    def one(batch):
+      return learn_fn(
+          jax.random.key(1),
+          batch,
+          learner_state,
+          {},
+          setup.update_rule_params,
+          None,
+      )
+
+    return jax.jit(jax.vmap(one, axis_name=devices.AXIS_NAME))(
+        jax.tree.map(lambda x: x[None], batch)
+    )
+
+  eager = step(learner.make_learn_fn(setup), frame_stack.unpack(packed))
+  lazy = step(
+      learner.make_learn_fn(
+          setup, final_observations=frame_stack.final_observations
+      ),
+      frame_stack.unpack(packed, final_stacks=False),
+  )
+  chex.assert_trees_all_equal(lazy, eager)
+  # Not vacuous: the step reads the final stacks (zeros change it).
+  blank = step(
+      learner.make_learn_fn(
+          setup,
+          final_observations=lambda r, f: jax.tree.map(
+              jnp.zeros_like, r.observations
+          ),
+      ),
+      frame_stack.unpack(packed, final_stacks=False),
+  )
+  assert not np.array_equal(blank[2]['total_loss'], eager[2]['total_loss'])

@@ -95,10 +95,12 @@ class LSTMModel:
       embedding: the root states [B, H].
       taken_actions: the actions taken from each state [B], or None.
       taken_only: outputs whose gradient is wanted at `taken_actions` only
-        (a loss that reads them nowhere else). Their values are unchanged;
-        the transition and heads are applied once more, to the taken
-        actions alone, and gradients flow through that application. The
-        backward pass then costs one action's worth instead of A.
+        (a loss that reads them nowhere else). Their per-action values are
+        unchanged and carry no gradient; `outputs[types.TAKEN][key]` [B,
+        ...] holds their values at the taken actions, with the gradient of
+        the transition and heads applied once more, to those actions alone.
+        The backward pass then costs one action's worth instead of A, and
+        no [B, A, ...] cotangent is formed.
     """
     num_actions = utils.get_num_actions_from_spec(self._action_spec)
     batch_size = embedding.cell.shape[0]
@@ -124,15 +126,17 @@ class LSTMModel:
       return outputs
     chex.assert_shape(taken_actions, (batch_size,))
     taken = self._heads(heads, self._transition(lstm, embedding, taken_actions))
-    one_hot = jax.nn.one_hot(taken_actions, num_actions)  # [B, A]
+    at_taken = {}
     for key in taken_only:
-      # The value of `outputs[key]`, the gradient of `taken[key]` in the
-      # taken action's slot (x - stop_gradient(x) is 0 with x's gradient).
-      delta = taken[key] - jax.lax.stop_gradient(taken[key])  # [B, ...]
-      mask = one_hot.reshape(one_hot.shape + (1,) * (delta.ndim - 1))
-      outputs[key] = jax.lax.stop_gradient(
-          outputs[key]
-      ) + mask * jnp.expand_dims(delta, 1)
+      outputs[key] = jax.lax.stop_gradient(outputs[key])
+      # The value of `outputs[key]` at the taken action, the gradient of
+      # `taken[key]` (x - stop_gradient(x) is 0 with x's gradient).
+      at_taken[key] = utils.batch_lookup(
+          outputs[key], taken_actions, num_dims=1
+      ) + (
+          taken[key] - jax.lax.stop_gradient(taken[key])
+      )  # [B, ...]
+    outputs[types.TAKEN] = at_taken
     return outputs
 
   def root_embedding(self, state: chex.Array) -> hk.LSTMState:

@@ -56,6 +56,7 @@ class LSTM(MetaNet):
       output_stddev: float | None = None,
       aux_stddev: float | None = None,
       state_stddev: float | None = None,
+      share_readings: bool = False,
       name: str | None = None,
   ) -> None:
     """Configures the meta-network.
@@ -72,6 +73,9 @@ class LSTM(MetaNet):
       output_stddev: init std of the meta-input embedding layer.
       aux_stddev: init std of the y-hat and z-hat layers.
       state_stddev: init std of the layer embedding the meta-LSTM state.
+      share_readings: compute what several inputs read alike once (see
+        `_construct_input`): the same values up to float rounding, less
+        work. Off: the reference's program.
       name: module name (default 'lstm').
     """
     super().__init__(name=name)
@@ -85,7 +89,12 @@ class LSTM(MetaNet):
     self._policy_target_init = _maybe_truncated_normal(policy_target_stddev)
     self._policy_channels = tuple(policy_channels)
     self._policy_target_channels = tuple(policy_target_channels)
-    self._meta_rnn_core = MetaLSTM(**meta_rnn_kwargs, input_option=input_option)
+    self._share_readings = share_readings
+    self._meta_rnn_core = MetaLSTM(
+        **meta_rnn_kwargs,
+        input_option=input_option,
+        share_readings=share_readings,
+    )
 
   def meta_rnn_state(self) -> hk.LSTMState:
     """Reads the meta-LSTM state (Haiku state `meta_rnn_state`)."""
@@ -116,6 +125,7 @@ class LSTM(MetaNet):
         policy_net=policy_net,
         input_option=self._input_option,
         axis_name=axis_name,
+        share_readings=self._share_readings,
     )  # [T, B, F], [T, B, A, C]
 
     # Backwards in time, restarting at each terminal step, so that step t
@@ -170,6 +180,7 @@ class MetaLSTM(hk.Module):
       embedding_size: Sequence[int],
       pred_embedding_size: Sequence[int],
       hidden_size: int,
+      share_readings: bool = False,
   ):
     """Configures the meta-LSTM.
 
@@ -179,9 +190,11 @@ class MetaLSTM(hk.Module):
       embedding_size: layer sizes of the MLP embedding its inputs.
       pred_embedding_size: layer sizes of its y/z embedding MLPs.
       hidden_size: width of the LSTM.
+      share_readings: as for the meta-network.
     """
     super().__init__()
     self._input_option = input_option
+    self._share_readings = share_readings
     self._hidden_size = hidden_size
     self._embedding_size = tuple(embedding_size)
     self._policy_channels = tuple(policy_channels)
@@ -218,6 +231,7 @@ class MetaLSTM(hk.Module):
         policy_net=policy_net,
         input_option=self._input_option,
         axis_name=axis_name,
+        share_readings=self._share_readings,
     )  # [T, B, F]
     x = jnp.concatenate(
         [
@@ -284,8 +298,16 @@ def _construct_input(
     z_net: Callable[[chex.Array], chex.Array],
     policy_net: Callable[[chex.Array], chex.Array],
     axis_name: str | None = None,
+    share_readings: bool = False,
 ) -> tuple[chex.Array, chex.Array | None]:
   """Reads and transforms every configured input into one feature vector.
+
+  With `share_readings`, inputs that share a source and their first
+  transforms share those transforms' result, and `drop_last` comes after
+  the per-step transforms that follow it: Disco103 reads z (online and
+  target) through softmax and z_net at T+1 and at T steps, four times
+  each, and computes that twice instead. The values are the same up to
+  float rounding (XLA compiles the products over T+1 steps, not T).
 
   Args:
     inputs: the rollout and extra quantities.
@@ -294,6 +316,7 @@ def _construct_input(
     z_net: embedding MLP for z-like inputs (transform name 'z_net').
     policy_net: conv net over the action axis for action-conditional inputs.
     axis_name: `pmap` axis, passed to the transforms.
+    share_readings: see above; off, the reference's program.
 
   Returns:
     Features [T, B, F] and the per-action embedding [T, B, A, C] (None if
@@ -306,26 +329,49 @@ def _construct_input(
   )  # [T+1, B, A]
   num_actions = policy.shape[2]
 
+  computed = {}  # (source, transforms) -> their result, when shared.
+
+  def _apply(name, x):
+    if name == 'y_net':
+      return y_net(x)
+    if name == 'z_net':
+      return z_net(x)
+    return input_transforms.TRANSFORMS[name]()(x, actions, policy, axis_name)
+
+  def _transformed(source, transforms):
+    for name in transforms:
+      if name not in _NETS and name not in input_transforms.TRANSFORMS:
+        raise KeyError(
+            f'Unknown input transform {name!r} for {source!r}; known:'
+            f' {sorted(input_transforms.TRANSFORMS)} and y_net, z_net.'
+        )
+    x = _extract(inputs, source)
+    if _needs_feature_axis(source):
+      x = x[..., None]
+    if share_readings:
+      transforms, done = _drop_last_later(transforms), ()
+    else:
+      done = None
+    for name in transforms:
+      # A stateful transform's result, and all that follows it, is this
+      # input's own: each call has a state of its own.
+      done = None if done is None or name in _STATEFUL else done + (name,)
+      if done is None:
+        x = _apply(name, x)
+        continue
+      if (source, done) not in computed:
+        computed[(source, done)] = _apply(name, x)
+      x = computed[(source, done)]
+    return x
+
   def _features(configs, prefix_shape):
-    features = []
-    for config in configs:
-      x = _extract(inputs, config.source)
-      if _needs_feature_axis(config.source):
-        x = x[..., None]
-      for name in config.transforms:
-        if name == 'y_net':
-          x = y_net(x)
-        elif name == 'z_net':
-          x = z_net(x)
-        elif name in input_transforms.TRANSFORMS:
-          x = input_transforms.TRANSFORMS[name]()(x, actions, policy, axis_name)
-        else:
-          raise KeyError(
-              f'Unknown input transform {name!r} for {config.source!r}; known:'
-              f' {sorted(input_transforms.TRANSFORMS)} and y_net, z_net.'
-          )
-      features.append(jnp.reshape(x, prefix_shape + (-1,)))
-    return features
+    return [
+        jnp.reshape(
+            _transformed(config.source, config.transforms),
+            prefix_shape + (-1,),
+        )
+        for config in configs
+    ]
 
   features = _features(input_option.base, (unroll_len, batch_size))
   per_action_emb = None
@@ -343,6 +389,48 @@ def _construct_input(
   chex.assert_rank(features, 3)
   chex.assert_tree_shape_prefix(features, (unroll_len, batch_size))
   return jnp.concatenate(features, axis=-1), per_action_emb
+
+
+_NETS = frozenset({'y_net', 'z_net'})
+# Transforms that act on each step alone: dropping the last step before or
+# after them gives the same values. `drop_last` moves past them, so that
+# [T+1] and [T] readings of a source share the work.
+_PER_STEP = frozenset({
+    'y_net',
+    'z_net',
+    'identity',
+    'softmax',
+    'max_a',
+    'stop_grad',
+    'clip',
+    'sign',
+    'sign_log',
+    'sign_hyp',
+    'masks_to_discounts',
+})
+# Transforms with a state of their own per call (a new module each time).
+_STATEFUL = frozenset({'normalize'})
+
+
+def _drop_last_later(transforms: Sequence[str]) -> tuple[str, ...]:
+  """`transforms` with each 'drop_last' moved past the per-step ones after it.
+
+  E.g. (drop_last, softmax, z_net, select_a) -> (softmax, z_net, drop_last,
+  select_a): the same values, with softmax and z_net shared with a reading
+  of all T+1 steps.
+  """
+  out = list(transforms)
+  i = 0
+  while i < len(out):
+    if out[i] == 'drop_last':
+      j = i
+      while j + 1 < len(out) and out[j + 1] in _PER_STEP:
+        out[j], out[j + 1] = out[j + 1], out[j]
+        j += 1
+      i = j + 1
+    else:
+      i += 1
+  return tuple(out)
 
 
 def _maybe_truncated_normal(

@@ -150,6 +150,9 @@ class TrainConfig(
       outputs feeding both the rule's inputs and (through `jax.vjp`) the
       loss's gradient (`Agent`'s option: the same values, the gradient up
       to float rounding); False runs it twice as the reference does.
+    share_meta_inputs: compute what several of the meta-network's inputs
+      read alike once (`Agent`'s option: the same targets up to float
+      rounding); False computes each as the reference does.
     unroll_inner_scans: unroll the `lax.scan` loops inside one environment
       step and one learner step (Craftax's, Retrace's, the meta-network's;
       `disco.unrolling`): the same values (bit for bit on a CPU), fewer
@@ -183,6 +186,8 @@ class TrainConfig(
       'truncation': truncation_lib.TERMINATE,
       # Saved configs from before `forward_once` ran the network twice.
       'forward_once': False,
+      # ... and before `share_meta_inputs` computed each input on its own.
+      'share_meta_inputs': False,
   }
 
   # Update rule.
@@ -221,6 +226,7 @@ class TrainConfig(
   compute_dtype: str = precision.FLOAT32
   taken_action_gradients: bool = True
   forward_once: bool = True
+  share_meta_inputs: bool = True
   unroll_inner_scans: bool = False
   # Evaluation.
   eval_every: int = 0
@@ -281,6 +287,7 @@ class TrainConfig(
             'spread_fresh',
             'replay_per_slot',
             'forward_once',
+            'share_meta_inputs',
             'agent_lr_fit_budget',
             'unroll_inner_scans',
         ),

@@ -130,13 +130,21 @@ def per_device_fns(
   fresh = config.fresh_per_batch // num_devices
   replayed = config.replay_per_batch
   num_learner_steps = config.learner_steps_per_step
-  learn_fn = learner.make_learn_fn(setup)
+  stacked = config.frame_stack > 1
+  learn_fn = learner.make_learn_fn(
+      setup,
+      final_observations=frame_stack.final_observations if stacked else None,
+  )
   if config.unroll_inner_scans:
     learn_fn = unrolling.unroll_scans(learn_fn)
-  stacked = config.frame_stack > 1
   achievements = achievement_names(env)
   pack = frame_stack.pack if stacked else lambda rollout: rollout
-  unpack = frame_stack.unpack if stacked else lambda rollout: rollout
+  # A batch's final stacks are made where the learner reads them.
+  unpack = (
+      functools.partial(frame_stack.unpack, final_stacks=False)
+      if stacked
+      else lambda rollout: rollout
+  )
   if config.replay_per_slot and num_devices != 1:
     raise ValueError('replay_per_slot runs on one device per seed.')
   if config.spread_fresh:
@@ -197,7 +205,11 @@ def per_device_fns(
       rule_params: types.MetaParams,
       key: chex.PRNGKey,
   ) -> tuple[Any, Any, dict[str, jax.Array]]:
-    """The iteration's learner steps, each on its fresh part + replay."""
+    """The iteration's learner steps, each on its fresh part + replay.
+
+    `rollout` and the replay hold stacked frames packed (each frame once);
+    a batch is put together packed and its stacks unpacked once.
+    """
     if not (config.spread_fresh or config.replay_per_slot):
       # [T, N / D, ...] -> [T, N / (D K), K, ...]: step k takes [:, :, k].
       grouped = jax.tree.map(
@@ -210,29 +222,27 @@ def per_device_fns(
     def batch_of(k: chex.Array, sample_key: chex.PRNGKey) -> Any:
       """Step k's batch: its fresh part, then replayed trajectories."""
       if config.spread_fresh:
-        return spread_batch_of(k, sample_key)
+        return unpack(spread_batch_of(k, sample_key))
       if config.replay_per_slot:
-        return drawn_batch(sample_key)
+        return unpack(drawn_batch(sample_key))
       parts = []
       if fresh:
         parts.append(jax.tree.map(lambda x: x[:, :, k], grouped))
       if replayed:
         parts.append(
-            unpack(
-                _gather_replayed(
-                    replay, sample_key, replayed, num_envs, num_devices
-                )
+            _gather_replayed(
+                replay, sample_key, replayed, num_envs, num_devices
             )
         )
-      return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *parts)
+      return unpack(
+          jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *parts)
+      )
 
     def drawn_batch(sample_key: chex.PRNGKey) -> Any:
       """Each slot replayed with probability `replay_fraction`, else fresh."""
       batch_size = config.learner_batch_size
       draw_key, pick_key, coin_key = jax.random.split(sample_key, 3)
-      draws = unpack(
-          _gather_replayed(replay, draw_key, batch_size, num_envs, 1)
-      )
+      draws = _gather_replayed(replay, draw_key, batch_size, num_envs, 1)
       picks = jax.random.randint(pick_key, (batch_size,), 0, num_envs)
       fresh_draws = jax.tree.map(lambda x: jnp.take(x, picks, axis=1), rollout)
       replayed_slot = jax.random.bernoulli(
@@ -247,9 +257,7 @@ def per_device_fns(
 
     def spread_batch_of(k: chex.Array, sample_key: chex.PRNGKey) -> Any:
       """Step k's spread batch: fresh slots, a replayed one where empty."""
-      draws = unpack(
-          _gather_replayed(replay, sample_key, replayed, num_envs, 1)
-      )
+      draws = _gather_replayed(replay, sample_key, replayed, num_envs, 1)
       mine = jnp.asarray(slots)[k]  # [S]
       picked = jax.tree.map(
           lambda x: jnp.take(x, jnp.maximum(mine, 0), axis=1), rollout
@@ -308,7 +316,8 @@ def per_device_fns(
     )
     total, count = acting.episode_statistics(returns, rollout.discounts)
     rollout = acting.trim_agent_outs(rollout)
-    replay = replay_lib.add_to_replay(state.replay, pack(rollout))
+    packed = pack(rollout)
+    replay = replay_lib.add_to_replay(state.replay, packed)
     outputs = dict(
         total_return=jax.lax.psum(total.astype(jnp.float32), _AXIS),
         num_episodes=jax.lax.psum(count.astype(jnp.float32), _AXIS),
@@ -322,7 +331,7 @@ def per_device_fns(
     learner_state, value_state = state.learner_state, state.value_state
     if learn_now:
       learner_state, value_state, outputs['logs'] = learn(
-          state, rollout, replay, rule_params, learner_key
+          state, packed, replay, rule_params, learner_key
       )
     new_state = TrainState(
         learner_state=learner_state,

@@ -81,6 +81,22 @@ def get_agent_out_spec(
   return specs
 
 
+def taken_action_output(
+    agent_out: types.AgentOuts, key: str, actions: chex.Array
+) -> chex.Array:
+  """`agent_out[key]` [T, B, A, ...] at `actions` [T, B]: [T, B, ...].
+
+  Reads `agent_out[types.TAKEN][key]` where the network gave it (the same
+  values, with the gradient at the taken actions alone), else looks the
+  actions up, as the reference did.
+  """
+  taken = agent_out.get(types.TAKEN, {})
+  if key in taken:
+    chex.assert_shape(actions, taken[key].shape[: actions.ndim])
+    return taken[key]
+  return utils.batch_lookup(agent_out[key], actions)
+
+
 class UpdateRule:
   """Base class of update rules. See the module docstring.
 
@@ -89,12 +105,15 @@ class UpdateRule:
       `agent_loss_no_meta` read only at the taken actions; the learner
       differentiates them there alone, which gives the same gradient for
       less work. Empty by default (always safe).
+    can_share_meta_inputs: whether the rule takes `share_meta_inputs`
+      (compute what several meta-network inputs read alike once).
     has_meta_params: whether `unroll_meta_net` reads its meta-parameters.
       `Agent.learner_step` lets rules that do not (their `init_params` is a
       placeholder) take None or {} there, as the reference did.
   """
 
   taken_action_outputs: frozenset[str] = frozenset()
+  can_share_meta_inputs: bool = False
   has_meta_params: bool = True
 
   def _get_dummy_input(

@@ -34,6 +34,7 @@ class DiscoUpdateRule(base.UpdateRule):
   # The losses read z, aux_pi and q at the taken action only (z_a, aux_pi_a
   # and q_a below); the meta-network reads every action, without gradient.
   taken_action_outputs = frozenset({'z', 'aux_pi', 'q'})
+  can_share_meta_inputs = True
 
   def __init__(
       self,
@@ -43,6 +44,7 @@ class DiscoUpdateRule(base.UpdateRule):
       num_bins: int,
       moving_average_decay: float = 0.99,
       moving_average_eps: float = 1e-6,
+      share_meta_inputs: bool = False,
   ) -> None:
     """Configures the rule.
 
@@ -56,9 +58,12 @@ class DiscoUpdateRule(base.UpdateRule):
       num_bins: number of bins of q.
       moving_average_decay: decay of the advantage / TD moving averages.
       moving_average_eps: epsilon of their normalisation.
+      share_meta_inputs: compute what several meta-network inputs read
+        alike once (`meta_nets.LSTM`'s `share_readings`): the same targets
+        up to float rounding. Off: the reference's program.
     """
     super().__init__()
-    net = _meta_net_kwargs(net)
+    net = _meta_net_kwargs(net) | dict(share_readings=share_meta_inputs)
     if net['name'] not in _META_NETS:
       raise ValueError(
           f'Invalid meta-network name {net["name"]!r}; available:'
@@ -259,7 +264,7 @@ class DiscoUpdateRule(base.UpdateRule):
     logits = agent_out['logits']  # [T, B, A]
     y = agent_out['y']  # [T, B, Y]
     z = agent_out['z']  # [T, B, A, Z]
-    z_a = utils.batch_lookup(z, actions)  # [T, B, Z]
+    z_a = base.taken_action_output(agent_out, 'z', actions)  # [T, B, Z]
 
     pi_hat, y_hat, z_hat = meta_out['pi'], meta_out['y'], meta_out['z']
     if not backprop:
@@ -271,8 +276,8 @@ class DiscoUpdateRule(base.UpdateRule):
     y_loss = utils.categorical_kl_divergence(y_hat, y)
     z_loss = utils.categorical_kl_divergence(z_hat, z_a)
 
-    aux_pi_a = utils.batch_lookup(
-        rollout.agent_out['aux_pi'][:-1], actions
+    aux_pi_a = base.taken_action_output(
+        agent_out, 'aux_pi', actions
     )  # [T, B, A]
     next_logits = rollout.agent_out['logits'][1:]  # [T, B, A]
     aux_loss = utils.categorical_kl_divergence(
@@ -318,7 +323,7 @@ class DiscoUpdateRule(base.UpdateRule):
     """The categorical Q-value loss along the Retrace TD error."""
     if meta_out is None:
       raise ValueError('DiscoUpdateRule.agent_loss_no_meta needs meta_out.')
-    q_a = utils.batch_lookup(rollout.agent_out['q'], rollout.actions)[:-1]
+    q_a = base.taken_action_output(rollout.agent_out, 'q', rollout.actions)[:-1]
     q_loss = value_utils.value_loss_from_td(
         value_net_out=q_a,
         td=jax.lax.stop_gradient(meta_out['q_td']),

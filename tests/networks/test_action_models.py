@@ -1,7 +1,8 @@
 """Gradients through the taken actions only (`taken_only`).
 
 The action model can give the per-action outputs' values for every action
-and their gradient through the taken actions alone. That is exact when a
+(without gradient) and, under `types.TAKEN`, their values at the taken
+actions with the gradient through those actions alone. That is exact when a
 loss reads those outputs at the taken actions only (Disco's z, aux_pi and
 q), and wrong otherwise: both are checked here, and the gradient of the
 agent's loss with Disco's targets with and without the option.
@@ -43,8 +44,8 @@ def _inputs():
   return obs, actions
 
 
-def _grads(weights_of_z, taken_only):
-  """Gradient of sum(weights * z) w.r.t. the network's parameters."""
+def _grads(weights_of_z, taken_only, read=lambda out: out['z']):
+  """Gradient of sum(weights * read(out)) w.r.t. the network's parameters."""
   network = _network()
   obs, actions = _inputs()
   params, state = network.init(jax.random.PRNGKey(0), obs)
@@ -53,7 +54,7 @@ def _grads(weights_of_z, taken_only):
     out, _ = network.one_step(
         params, state, obs, None, taken_actions=actions, taken_only=taken_only
     )
-    return jnp.sum(weights_of_z * out['z']), out
+    return jnp.sum(weights_of_z * read(out)), out
 
   return jax.grad(loss, has_aux=True)(params)
 
@@ -69,6 +70,10 @@ def test_values_are_unchanged_and_parameters_keep_their_names():
   for key in plain:
     np.testing.assert_array_equal(taken[key], plain[key], err_msg=key)
   assert plain['z'].shape == (_B, _NUM_ACTIONS, 6)
+  assert set(taken) == set(plain) | {types.TAKEN}
+  np.testing.assert_array_equal(
+      taken[types.TAKEN]['z'], plain['z'][jnp.arange(_B), actions]
+  )
   names = set(weights.flatten_params(params))
   assert 'mlp/action_cond/linear/w' in names, sorted(names)
   assert 'mlp/mlp/~/linear_1/w' in names, sorted(names)
@@ -80,7 +85,7 @@ def test_gradient_equals_the_full_one_when_the_loss_reads_taken_actions():
   # The loss reads z at the taken action only, as Disco's losses do.
   at_taken = jax.nn.one_hot(actions, _NUM_ACTIONS)[:, :, None] * w[:, None]
   full, _ = _grads(at_taken, taken_only=())
-  cheap, _ = _grads(at_taken, taken_only=('z',))
+  cheap, _ = _grads(w, taken_only=('z',), read=lambda o: o[types.TAKEN]['z'])
   jax.tree.map(
       lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
       full,
@@ -92,7 +97,7 @@ def test_gradient_equals_the_full_one_when_the_loss_reads_taken_actions():
 
 def test_gradient_is_wrong_when_the_loss_reads_other_actions():
   # Why the option is opt-in per output: a loss that reads every action
-  # loses the other actions' gradient.
+  # gets no gradient from it (only the taken actions' entries carry one).
   w = jax.random.normal(jax.random.PRNGKey(2), (_B, _NUM_ACTIONS, 6))
   full, _ = _grads(w, taken_only=())
   cheap, _ = _grads(w, taken_only=('z',))

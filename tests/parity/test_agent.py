@@ -68,6 +68,13 @@ _CHECKSUM_RTOL_CROSS = 1e-3
 _STEP_RTOL_CROSS = 1e-2
 _STEP_VALUE_RTOL_CROSS = 1e-6
 
+# The trainer's fast update reads the loss's per-action outputs at the
+# taken actions through their own, smaller products and the meta-network's
+# inputs over T+1 steps where the reference reads some over T: XLA compiles
+# and rounds them differently, as another machine does. It is held to the
+# cross-platform tolerances (the largest differences are in the report).
+_FAST_CROSS = "the trainer's fast update, compiled differently"
+
 _DEFAULT_SETTINGS = {
     'agent_disco_small': agent_lib.get_settings_disco,
     'agent_actor_critic_small': agent_lib.get_settings_actor_critic,
@@ -77,8 +84,8 @@ _DEFAULT_SETTINGS = {
 class _AgentCase:
   """A golden case with its agent and the jitted functions under test."""
 
-  def __init__(self, name: str, forward_once: bool = False):
-    self.case = golden.Case(name)
+  def __init__(self, name: str, fast: bool = False):
+    self.case = golden.Case(name, cross=_FAST_CROSS if fast else None)
     self.name = name
     config = self.case.config
     self.settings = builders.agent_settings(config['agent_settings'])
@@ -93,7 +100,9 @@ class _AgentCase:
         single_action_spec=env.single_action_spec(),
         agent_settings=self.settings,
         batch_axis_name=None,
-        forward_once=forward_once,
+        forward_once=fast,
+        taken_action_gradients=fast,
+        share_meta_inputs=fast,
     )
     if self.settings.update_rule_name == 'disco':
       self.update_rule_params = builders.disco103()
@@ -133,19 +142,21 @@ def test_settings_are_the_reference_defaults(name):
   assert got == want
 
 
-@pytest.mark.parametrize('forward_once', [False, True])
+@pytest.mark.parametrize('update', ['reference', 'fast'])
 @pytest.mark.parametrize('name', sorted(_DEFAULT_SETTINGS))
-def test_small_agent(name, forward_once):
+def test_small_agent(name, update):
   """Init, actor_step, unroll_net (if stored) and 3 learner steps, twice.
 
   One test per case, so that its compiled functions are built once.
 
   Args:
     name: the case.
-    forward_once: the trainer's fast update (`Agent(forward_once=True)`),
-      held to the reference's steps with the same tolerances.
+    update: 'reference', the reference's update; 'fast', the trainer's
+      (`Agent`'s `forward_once`, `taken_action_gradients` and
+      `share_meta_inputs`), held to the reference's steps with the
+      cross-platform tolerances.
   """
-  small = _AgentCase(name, forward_once)
+  small = _AgentCase(name, fast=update == 'fast')
   case = small.case
 
   with golden.checks() as check:

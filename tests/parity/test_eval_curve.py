@@ -263,31 +263,41 @@ def _check_final_params(check, case, params):
 
 @functools.cache
 def _run(
-    config: eval_lib.EvalConfig, forward_once: bool = False
+    config: eval_lib.EvalConfig, fast: bool = False
 ) -> eval_lib.EvalHistory:
   """The loop's history; one run serves every set with the same config.
 
-  With `forward_once`, its agent takes the trainer's fast update
-  (`Agent(forward_once=True)`: the online network run once per learner
-  step) in place of the reference's.
+  With `fast`, its agent takes the trainer's fast update (`Agent`'s
+  `forward_once`, `taken_action_gradients` and `share_meta_inputs`) in
+  place of the reference's.
   """
+  fast_build = functools.partial(
+      learner.build,
+      forward_once=True,
+      taken_action_gradients=True,
+      share_meta_inputs=True,
+  )
   with (
-      mock.patch.object(
-          learner, 'build', functools.partial(learner.build, forward_once=True)
-      )
-      if forward_once
+      mock.patch.object(learner, 'build', fast_build)
+      if fast
       else contextlib.nullcontext()
   ):
     return eval_lib.run_eval(config, update_rule_params=builders.disco103())
 
 
-# The faithful loop, and the same loop with the trainer's fast update, held
-# to the reference's curve alike (natively: every action and log).
-@pytest.mark.parametrize('forward_once', [False, True])
-def test_faithful_loop_reproduces_the_reference_curve(forward_once):
-  case = golden.Case(_CASE)
+# The faithful loop, held to the reference's curve (natively: every action
+# and log), and the same loop with the trainer's fast update, whose program
+# XLA compiles and rounds differently: held to it as another machine's run.
+@pytest.mark.parametrize('update', ['reference', 'fast'])
+def test_faithful_loop_reproduces_the_reference_curve(update):
+  case = golden.Case(
+      _CASE,
+      cross="the trainer's fast update, compiled differently"
+      if update == 'fast'
+      else None,
+  )
   config = _config(case)
-  history = _run(config, forward_once)
+  history = _run(config, fast=update == 'fast')
   record = history.rollouts
   expected = case.subtree('expected')
   num_steps = config.num_steps
