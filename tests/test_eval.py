@@ -741,6 +741,7 @@ def test_fast_alias_is_the_colab_preset_with_the_configs_settings():
       max_devices=devices,
       taken_action_gradients=False,
       forward_once=False,
+      share_meta_inputs=False,
       truncation='terminate',
       log_every_iteration=True,
   )

@@ -329,8 +329,8 @@ def _record_batch_shapes(monkeypatch) -> list[tuple[int, ...]]:
   shapes = []
   make_learn_fn = train_program.learner.make_learn_fn
 
-  def recording_make_learn_fn(setup):
-    learn = make_learn_fn(setup)
+  def recording_make_learn_fn(setup, **kwargs):
+    learn = make_learn_fn(setup, **kwargs)
 
     def wrapped(rng, batch, *args):
       shapes.append(batch.observations.shape)
