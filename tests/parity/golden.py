@@ -56,6 +56,13 @@ def root_dir() -> pathlib.Path:
   return path
 
 
+def skip_in_cross_run(why: str) -> None:
+  """Skips a test in a run asked for cross-platform mode (`DISCO_PARITY_MODE=
+  cross`, CI's run against other machines' sets), saying `why`."""
+  if os.environ.get(platforms.MODE_ENV) == CROSS:
+    pytest.skip(f"{why}; not rerun against other machines' sets")
+
+
 def selection() -> platforms.Selection:
   """The golden sets and mode of this run; fails if they cannot be had."""
   try:

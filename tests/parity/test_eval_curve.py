@@ -290,6 +290,10 @@ def _run(
 # XLA compiles and rounds differently: held to it as another machine's run.
 @pytest.mark.parametrize('update', ['reference', 'fast'])
 def test_faithful_loop_reproduces_the_reference_curve(update):
+  if update == 'fast':
+    golden.skip_in_cross_run(
+        'the fast update is compared at cross tolerances in the native run'
+    )
   case = golden.Case(
       _CASE,
       cross="the trainer's fast update, compiled differently"
