@@ -58,6 +58,7 @@ ENV_STEPS="${GPU_ENV_STEPS:-1000000}"
 SEEDS="${GPU_SEEDS:-0 1 2}"
 RC_TIMEOUT="${GPU_RC_TIMEOUT_S:-90}"
 BENCH="${GPU_BENCH_DIR:-/tmp/gpu_protocol}"
+mkdir -p "${OUT}"  # The device gives an empty one; elsewhere make it.
 LOG="${OUT}/log.txt"
 if [[ -n "${GPU_CHECKPOINTS:-}" ]]; then
   # Only when stopped and at the end; time to write one when stopped.
