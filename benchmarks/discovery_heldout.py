@@ -1,4 +1,4 @@
-r"""A discovered rule against Disco103 and actor-critic on held-out environments.
+r"""Does a discovered rule beat Disco103 and actor-critic on held-out envs?
 
 Trains agents with `disco.train.run_train` on environments the rule never
 saw during discovery, with three rules: the discovered one (`--rule`, an
@@ -23,7 +23,6 @@ standard deviation over seeds and each seed's value).
 """
 
 import argparse
-import csv
 import pathlib
 import time
 
@@ -32,6 +31,8 @@ import numpy as np
 from disco import train
 from disco import weights
 from disco.discovery import config as discovery_config
+from disco.studies import plots
+from disco.studies import tables
 
 _ENVS = ('gymnax:Catch-bsuite', 'gymnax:CartPole-v1')
 
@@ -103,28 +104,32 @@ def main() -> None:
           ' s)',
           flush=True,
       )
-  with (args.out / 'heldout.csv').open('w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
+  tables.write_csv(args.out / 'heldout.csv', rows)
 
   print(f'\nwall time {time.time() - started:.0f} s;'
         f' {args.num_steps * 256} env steps per seed\n')  # fmt: skip
-  print('| environment | rule | final eval return (mean +- std) | per seed |')
-  print('| --- | --- | --- | --- |')
-  for (env, rule), values in finals.items():
-    print(
-        f'| {env} | {rule} | {np.mean(values):.3f} +- {np.std(values):.3f} |'
-        f' {" / ".join(f"{v:.2f}" for v in values)} |'
-    )
+  print(
+      tables.markdown(
+          (
+              'environment',
+              'rule',
+              'final eval return (mean +- std)',
+              'per seed',
+          ),
+          (
+              (
+                  env,
+                  rule,
+                  f'{np.mean(values):.3f} +- {np.std(values):.3f}',
+                  ' / '.join(f'{v:.2f}' for v in values),
+              )
+              for (env, rule), values in finals.items()
+          ),
+      )
+  )
 
-  import matplotlib  # pylint: disable=g-import-not-at-top
-
-  matplotlib.use('Agg')
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-
-  fig, axes = plt.subplots(1, len(envs), figsize=(5 * len(envs), 3.6))
-  for ax, env in zip(np.atleast_1d(axes), envs):
+  fig, axes = plots.figure(1, len(envs), (5 * len(envs), 3.6))
+  for ax, env in zip(axes[0], envs):
     for rule in rules:
       by_seed = {}
       for row in rows:
@@ -140,9 +145,9 @@ def main() -> None:
     ax.set_title(env)
     ax.set_xlabel('environment steps')
     ax.set_ylabel('evaluation return')
-  np.atleast_1d(axes)[0].legend()
+  axes[0, 0].legend()
   fig.tight_layout()
-  fig.savefig(args.out / 'heldout.png', dpi=100)
+  plots.save(fig, args.out / 'heldout.png', dpi=100)
 
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-r"""Memory and time of a discovery meta-step against the window K.
+r"""How do a discovery meta-step's memory and time grow with the window K?
 
 For each K (agent updates the meta-gradient flows through), builds the
 discovery step of the `local` preset's sizes (batches of 32 trajectories of
@@ -31,8 +31,10 @@ import time
 def _worker(window: int, remat: bool, steps: int, population: str) -> None:
   import jax  # pylint: disable=g-import-not-at-top
 
-  from disco import discovery_config  # pylint: disable=g-import-not-at-top
-  from disco import discovery_runtime  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from disco.discovery import config as discovery_config
+  from disco.discovery import loop as discovery_runtime
+  # pylint: enable=g-import-not-at-top
 
   config = discovery_config.DiscoveryConfig(
       population=discovery_config.parse_population(population),

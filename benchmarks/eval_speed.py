@@ -1,4 +1,4 @@
-"""Speed of the eval loop: faithful loop against the fast path.
+"""How much faster than the faithful loop is the eval loop's fast path?
 
 Every measurement runs `disco.eval.run_eval` with the default config
 (Disco103 on 8x8 jittable Catch) in a fresh Python process and prints one
@@ -125,7 +125,7 @@ def _child_train(steps: int, num_seeds: int) -> None:
   from disco import train  # pylint: disable=g-import-not-at-top
 
   config = train.preset('colab', num_steps=steps)
-  warmup = -(-config.learning_starts // config.num_envs) - 1
+  warmup = config.warmup_steps
   times, rss, done = [], [], [0]
 
   def progress(step, row):

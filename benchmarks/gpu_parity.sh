@@ -22,7 +22,7 @@
 # suites' JSON-lines reports and their summary.csv (tests/parity/report.py).
 #
 # Before the call (all git-ignored; carry [".whl", ".gpu"], 64 MiB in all):
-#   .whl/  the wheels of benchmarks/gpu_setup.sh (docs/benchmarks.md);
+#   .whl/  the wheels of benchmarks/gpu_setup.sh (docs/results/gpu.md);
 #   .gpu/disco_103.npz, and .gpu/reference, a copy of ../shared/reference;
 #   .gpu/parity: the main set's files and platforms/avx2 (46 MB; the third
 #   set does not fit beside them: compare it in a second call);

@@ -37,7 +37,7 @@
 # (results, summary, comparison, curves: CSV and PNG) and runs.tgz.
 #
 # The device has no network: the packages its image lacks travel as wheels
-# in .whl/ and the weights in .gpu/ (both git-ignored; docs/benchmarks.md,
+# in .whl/ and the weights in .gpu/ (both git-ignored; docs/results/gpu.md,
 # "On a GPU").
 #   PY=python3 bash benchmarks/gpu_protocol.sh
 # Tried on the CPU at a tiny budget with:

@@ -5,7 +5,7 @@
 #      actor-critic, one seed; then Disco103 with 3 seeds trained together);
 #   2. rejax's PPO (3 seeds) on Breakout-MinAtar at 10M environment steps,
 #      alone: it is one XLA program that a signal cannot stop, and beside it
-#      the other programs crawled (Asterix, docs/benchmarks.md);
+#      the other programs crawled (Asterix, docs/results/baselines.md);
 #   3. Disco103 and actor-critic (colab's agent, 3 seeds trained together)
 #      towards 10M environment steps, side by side until the deadline; stopped
 #      runs keep their checkpoint and are reported up to it
@@ -14,7 +14,7 @@
 # (results.csv, summary.csv, curves.csv, curves.png) and runs.tgz.
 #
 # The device has no network: the packages its image lacks travel as wheels
-# in .whl/ and the weights in .gpu/ (both git-ignored; see docs/benchmarks.md).
+# in .whl/ and the weights in .gpu/ (both git-ignored; see docs/results/gpu.md).
 #   PY=python3 bash benchmarks/gpu_run.sh
 # GPU_ENV, GPU_ENV_STEPS and GPU_DEADLINE_S change the environment, budget and
 # deadline, GPU_ALGOS which programs run, GPU_PPO_TIMEOUT_S PPO's limit;

@@ -1,6 +1,6 @@
 # Sourced by the one-call GPU scripts (gpu_run.sh, gpu_protocol.sh): the
 # device has no network, so the packages its image lacks travel as wheels in
-# .whl/ and the weights in .gpu/ (both git-ignored; docs/benchmarks.md, "On
+# .whl/ and the weights in .gpu/ (both git-ignored; docs/results/gpu.md, "On
 # a GPU"). SKIP_INSTALL=1 uses what is installed (a CPU try).
 export PYTHONUNBUFFERED=1
 # Several processes may share the GPU (learner_cost's parent and child, the

@@ -1,4 +1,4 @@
-"""Learner updates per second per seed: agent sizes, precision, environments.
+"""How many learner updates per second per seed, by agent, precision, env?
 
 For each environment, agent (`disco.train.AGENTS`), compute dtype and
 rule, trains one run of a trainer preset (`--presets`; default `paper`:
@@ -40,29 +40,21 @@ invocation, for a before-and-after ratio.
       craftax_frames --dtypes float32
   python benchmarks/learner_cost.py --presets crafter \
       --envs craftax:Craftax-Classic-Symbolic-v1 --agents craftax_frames \
-      --dtypes float32 --frame-embeddings once every
-  python benchmarks/learner_cost.py --presets crafter \
-      --envs craftax:Craftax-Classic-Symbolic-v1 --agents craftax_frames \
       --dtypes float32 --rules disco --inner-scans rolled unrolled
 
 Needs gymnax (MinAtar) and craftax (Craftax-Classic) for those rows.
 """
 
 import argparse
-import csv
 import json
-import os
 import pathlib
-import platform
-import subprocess
 import sys
-import tempfile
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import pieces  # pylint: disable=g-import-not-at-top,wrong-import-position
-
+# `disco.studies` is imported where used, never by the child: a child may
+# run the library of an older revision (`--before`), which lacks it.
 _CHILD = '--child'
+_REPO = pathlib.Path(__file__).resolve().parents[1]
 ENVS = (
     'catch',
     'gymnax:Breakout-MinAtar',
@@ -76,30 +68,40 @@ ENV_AGENTS = {
 }
 DTYPES = ('float32', 'bfloat16')
 RULES = ('disco', 'actor_critic')
-COLUMNS = (
-    'preset',
-    'frame_stack',
-    'frame_embedding',
-    'inner_scans',
-    'forward',
-    'code',
-    'num_envs',
-    'env',
-    'agent',
-    'compute_dtype',
-    'rule',
-    'num_seeds',
-    'updates_per_s',
-    'per_seed',
-    'ms_per_update',
-    'vs_f32',
-    'vs_ac',
-    'vs_every',
-    'vs_rolled',
-    'vs_twice',
-    'vs_before',
-    'timed_updates',
-    'compile_s',
+COLUMNS = tuple("""
+    preset frame_stack frame_embedding inner_scans forward code num_envs env
+    agent compute_dtype rule num_seeds updates_per_s per_seed ms_per_update
+    vs_f32 vs_ac vs_every vs_rolled vs_twice vs_before timed_updates
+    compile_s
+    """.split())
+# The settings' axes besides environments, agents, rules, dtypes and seeds:
+# flag -> (type, choices, default, help).
+# fmt: off
+AXES = {
+    '--presets': (str, None, ('paper',), 'trainer presets'),
+    '--frame-stacks': (int, None, (0,), "frames stacked (0: the preset's)"),
+    '--frame-embeddings': (str, ('once', 'every'), ('once',),
+                           "craftax_frames: each frame embedded once, or every"
+                           " stack's"),
+    '--inner-scans': (str, ('rolled', 'unrolled'), ('rolled',),
+                      'the scans inside a step left as loops, or unrolled'),
+    '--forward': (str, ('once', 'twice'), ('once',), 'the online network run'
+                  " once per update, or twice (the reference's)"),
+    '--num-envs': (int, None, (0,), "environments (0: the preset's)"),
+}
+# fmt: on
+# What two rows share to be compared, and what a missing field reads as
+# (rows of older files: the `paper` preset, no revision named).
+SETTING = tuple("""
+    preset frame_stack num_envs frame_embedding inner_scans forward env
+    agent num_seeds code rule compute_dtype
+    """.split())
+SETTING_DEFAULTS = dict(
+    preset='paper',
+    frame_embedding='once',
+    inner_scans='rolled',
+    forward='once',
+    code='this',
 )
 
 
@@ -138,7 +140,10 @@ def child(spec: dict) -> dict:
       steps_per_chunk=spec['chunk'],
       **changes,
   )
-  warmup = -(-config.learning_starts // config.num_envs) - 1
+  # The library at `--before` may predate `TrainConfig.warmup_steps`.
+  warmup = getattr(config, 'warmup_steps', None)
+  if warmup is None:
+    warmup = -(-config.learning_starts // config.num_envs) - 1
   config = config.replace(
       num_steps=warmup + spec['chunks'] * spec['chunk'],
       # The buffer never fills while timed: hold only what the run makes.
@@ -170,43 +175,13 @@ def child(spec: dict) -> dict:
 
 
 def main(argv=None) -> int:
+  from disco.studies import timing  # pylint: disable=g-import-not-at-top
+
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--presets', nargs='+', default=('paper',))
-  parser.add_argument(
-      '--frame-stacks',
-      nargs='+',
-      type=int,
-      default=(0,),
-      help="frames stacked (default 0: the preset's)",
-  )
-  parser.add_argument(
-      '--frame-embeddings',
-      nargs='+',
-      choices=('once', 'every'),
-      default=('once',),
-      help="craftax_frames: each frame embedded once, or every stack's",
-  )
-  parser.add_argument(
-      '--inner-scans',
-      nargs='+',
-      choices=('rolled', 'unrolled'),
-      default=('rolled',),
-      help='the scans inside a step left as loops, or unrolled',
-  )
-  parser.add_argument(
-      '--forward',
-      nargs='+',
-      choices=('once', 'twice'),
-      default=('once',),
-      help="the online network run once per update, or twice (the reference's)",
-  )
-  parser.add_argument(
-      '--num-envs',
-      nargs='+',
-      type=int,
-      default=(0,),
-      help="environments per rollout (default 0: the preset's)",
-  )
+  for flag, (kind, choices, default, text) in AXES.items():
+    parser.add_argument(
+        flag, nargs='+', type=kind, choices=choices, default=default, help=text
+    )
   parser.add_argument('--envs', nargs='+', default=ENVS)
   parser.add_argument(
       '--agents', nargs='+', default=None, help='default: ENV_AGENTS'
@@ -233,14 +208,18 @@ def main(argv=None) -> int:
   if args.child:
     print(json.dumps(child(json.loads(args.child))))
     return 0
-  print(f'machine: {machine()}', flush=True)
+  print(f'machine: {timing.machine()}', flush=True)
   codes = {'this': None}
   if args.before:
-    codes[args.before] = _worktree(args.before)
+    codes[args.before] = timing.worktree(_REPO, args.before)
   rows = []
-  settings = [
-      (preset, frame_stack, num_envs, embedding, env, agent, rule, dtype,
-       num_seeds, inner_scans, forward)  # fmt: skip
+  specs = [
+      dict(
+          preset=preset, frame_stack=frame_stack, num_envs=num_envs,
+          frame_embedding=embedding, inner_scans=inner_scans, forward=forward,
+          env=env, agent=agent, rule=rule, compute_dtype=dtype,
+          num_seeds=num_seeds, chunk=args.chunk, chunks=args.chunks,
+      )  # fmt: skip
       for preset in args.presets
       for frame_stack in args.frame_stacks
       for num_envs in args.num_envs
@@ -255,49 +234,22 @@ def main(argv=None) -> int:
       for inner_scans in args.inner_scans
       for forward in args.forward
   ]
-  for (
-      preset,
-      frame_stack,
-      num_envs,
-      embedding,
-      env,
-      agent,
-      rule,
-      dtype,
-      num_seeds,
-      inner_scans,
-      forward,
-  ) in settings:
-    spec = dict(
-        preset=preset,
-        frame_stack=frame_stack,
-        num_envs=num_envs,
-        frame_embedding=embedding,
-        inner_scans=inner_scans,
-        forward=forward,
-        env=env,
-        agent=agent,
-        rule=rule,
-        compute_dtype=dtype,
-        num_seeds=num_seeds,
-        chunk=args.chunk,
-        chunks=args.chunks,
-    )
+  for spec in specs:
     for code, library in codes.items():
-      timing = pieces.child_result(__file__, _CHILD, spec, library=library)
-      if timing is None:
+      result = timing.child_result(__file__, _CHILD, spec, library=library)
+      if result is None:
         continue
-      row = {k: v for k, v in spec.items() if k in COLUMNS} | timing
+      row = {k: v for k, v in spec.items() if k in COLUMNS} | result
       row['code'] = code
       rows.append(row)
       if args.out:  # Row by row: a stopped command keeps its rows.
         write_csv(args.out, rows)
       print(
-          f'{code[:8]:8} {preset:7} K={row["frame_stack"]:<3}'
-          f' envs={row["num_envs"]:<3}'
-          f' {embedding:5} {inner_scans:8} {forward:5} {env:38}'
-          f' {agent:14}'
-          f' {dtype:9} {rule:13} x{num_seeds}: {row["per_seed"]:6.2f}'
+          f'{code[:8]:8} {row["preset"]:7} K={row["frame_stack"]:<3}'
+          f' envs={row["num_envs"]:<3} {row["frame_embedding"]:5}'
+          f' {row["inner_scans"]:8} {row["forward"]:5} {row["env"]:38}'
+          f' {row["agent"]:14} {row["compute_dtype"]:9} {row["rule"]:13}'
+          f' x{row["num_seeds"]}: {row["per_seed"]:6.2f}'
           f' updates/s per seed ({row["ms_per_update"]:5.0f} ms), compile'
           f' {row["compile_s"]} s',
           flush=True,
@@ -309,121 +261,39 @@ def main(argv=None) -> int:
 
 def write_csv(path: str, rows: list[dict]) -> None:
   """The rows, with their ratios, under a line naming the machine."""
+  from disco.studies import tables  # pylint: disable=g-import-not-at-top
+  from disco.studies import timing  # pylint: disable=g-import-not-at-top
+
   _ratios(rows)
-  with open(path, 'w', newline='') as f:
-    f.write(f'# {machine()}; {time.strftime("%Y-%m-%d")}\n')
-    writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction='ignore')
-    writer.writeheader()
-    for row in rows:
-      writer.writerow({
-          k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()
-      })
+  comment = f'{timing.machine()}; {time.strftime("%Y-%m-%d")}'
+  tables.write_csv(pathlib.Path(path), rows, COLUMNS, digits=3, comment=comment)
 
 
 def _ratios(rows: list[dict]) -> None:
-  def setting(
-      row: dict,
-      frame_embedding: str | None = None,
-      inner_scans: str | None = None,
-      forward: str | None = None,
-      code: str | None = None,
-  ) -> tuple:
-    """What two rows must share to be compared (older rows: `paper`)."""
-    return (
-        row.get('preset', 'paper'),
-        row.get('frame_stack'),
-        row.get('num_envs'),
-        frame_embedding or row.get('frame_embedding', 'once'),
-        inner_scans or row.get('inner_scans') or 'rolled',
-        forward or row.get('forward') or 'once',
-        row['env'],
-        row['agent'],
-        row['num_seeds'],
-        code or row.get('code') or 'this',
+  """The vs_* columns: each row's rate over a like row's (see above)."""
+  from disco.studies import tables  # pylint: disable=g-import-not-at-top
+
+  def before(row: dict):  # The other revision's code, for this one's rows.
+    codes = [r['code'] for r in rows if r.get('code', 'this') != 'this']
+    return codes[0] if codes and row.get('code', 'this') == 'this' else None
+
+  for column, field, other in (
+      ('vs_every', 'frame_embedding', lambda row: 'every'),
+      ('vs_rolled', 'inner_scans', lambda row: 'rolled'),
+      ('vs_twice', 'forward', lambda row: 'twice'),
+      ('vs_before', 'code', before),
+      ('vs_f32', 'compute_dtype', lambda row: 'float32'),
+      ('vs_ac', 'rule', lambda row: 'actor_critic'),
+  ):
+    tables.ratios(
+        rows,
+        column,
+        value='per_seed',
+        fields=SETTING,
+        field=field,
+        other=other,
+        defaults=SETTING_DEFAULTS,
     )
-
-  def find(same: tuple, rule: str, dtype: str) -> dict | None:
-    for row in rows:
-      if (setting(row), row['rule'], row['compute_dtype']) == (
-          same,
-          rule,
-          dtype,
-      ):
-        return row
-    return None
-
-  for row in rows:
-    f32 = find(setting(row), row['rule'], 'float32')
-    every = find(setting(row, 'every'), row['rule'], row['compute_dtype'])
-    row['vs_every'] = row['per_seed'] / every['per_seed'] if every else ''
-    rolled = find(
-        setting(row, inner_scans='rolled'), row['rule'], row['compute_dtype']
-    )
-    row['vs_rolled'] = row['per_seed'] / rolled['per_seed'] if rolled else ''
-    twice = find(
-        setting(row, forward='twice'), row['rule'], row['compute_dtype']
-    )
-    row['vs_twice'] = row['per_seed'] / twice['per_seed'] if twice else ''
-    before = [
-        r
-        for r in rows
-        if r.get('code', 'this') not in ('this', row.get('code'))
-    ]
-    before = before and find(
-        setting(row, code=before[0]['code']), row['rule'], row['compute_dtype']
-    )
-    row['vs_before'] = row['per_seed'] / before['per_seed'] if before else ''
-    ac = find(setting(row), 'actor_critic', row['compute_dtype'])
-    row['vs_f32'] = row['per_seed'] / f32['per_seed'] if f32 else ''
-    row['vs_ac'] = row['per_seed'] / ac['per_seed'] if ac else ''
-
-
-def _worktree(rev: str) -> str:
-  """A detached git worktree of `rev` (made once, in the temp dir)."""
-  repo = pathlib.Path(__file__).resolve().parents[1]
-  sha = subprocess.run(
-      ['git', '-C', str(repo), 'rev-parse', '--verify', f'{rev}^{{commit}}'],
-      capture_output=True,
-      text=True,
-      check=True,
-  ).stdout.strip()
-  path = pathlib.Path(tempfile.gettempdir()) / f'disco-{sha[:12]}'
-  if not (path / 'disco').is_dir():
-    subprocess.run(
-        ['git', '-C', str(repo), 'worktree', 'add', '--detach', str(path), sha],
-        check=True,
-        capture_output=True,
-    )
-  return str(path)
-
-
-def machine() -> str:
-  """This machine in a few words: CPU model, cores, JAX version."""
-  import jax  # pylint: disable=g-import-not-at-top
-
-  info = {}
-  try:
-    with open('/proc/cpuinfo') as f:
-      for line in f:
-        key, _, value = line.partition(':')
-        info.setdefault(key.strip(), value.strip())
-  except OSError:
-    pass
-  model = info.get('model name') or platform.processor() or platform.machine()
-  if 'cpu family' in info:
-    isa = (
-        'AVX-512'
-        if 'avx512f' in info.get('flags', '').split()
-        else 'no AVX-512'
-    )
-    model += f" (family {info['cpu family']}, model {info.get('model')}, {isa})"
-  device = jax.devices()[0]
-  return (
-      f'{model} ({os.cpu_count()} cores), {jax.device_count()}'
-      f' {device.platform} device(s)'
-      + (f' ({device.device_kind})' if device.platform != 'cpu' else '')
-      + f', JAX {jax.__version__}'
-  )
 
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""Where a Disco103 learner update spends its time, piece by piece.
+"""Where does a Disco103 learner update spend its time, piece by piece?
 
 On one learner batch of the `paper` preset (96 trajectories of 29 steps,
 from a rollout of the initial agent), times jitted calls of:
@@ -22,12 +22,10 @@ best of `--repeats` means of `--calls` calls; one process per setting.
 import argparse
 import functools
 import json
-import pathlib
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import pieces  # pylint: disable=g-import-not-at-top,wrong-import-position
+from disco.studies import timing
 
 _CHILD = '--child'
 
@@ -182,7 +180,7 @@ def main(argv=None) -> int:
           calls=args.calls,
           repeats=args.repeats,
       )
-      row = pieces.child_result(__file__, _CHILD, spec)
+      row = timing.child_result(__file__, _CHILD, spec)
       if row is None:
         continue
       print(

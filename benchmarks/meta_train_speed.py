@@ -1,4 +1,4 @@
-r"""Speed of meta-training: meta-steps per second, start-up, compiles, memory.
+r"""How fast is meta-training: steps per second, start-up, compiles, memory?
 
 Runs `disco.meta_train.run_meta_train` with the default `MetaTrainConfig`
 (the reference notebook's settings) in fresh subprocesses, one per variant,

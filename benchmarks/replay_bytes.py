@@ -1,4 +1,4 @@
-"""Bytes per stored environment step in the trainer's replay buffer.
+"""How many bytes does the trainer's replay buffer keep per environment step?
 
 For Craftax-Classic's observations (symbolic, grid, uint8 pixels) under the
 `crafter` protocol (32 frames, each kept once) and without stacking, with

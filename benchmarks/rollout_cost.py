@@ -1,4 +1,4 @@
-"""The acting half of a trainer iteration, timed alone: rollouts per second.
+"""How fast is the acting half of a trainer iteration, timed alone?
 
 `learner_cost.py` times whole iterations (a rollout and its learner
 updates). This times the same preset's iterations with learning switched
@@ -56,10 +56,11 @@ def measure(
     inner_scans: str = 'rolled',
 ) -> dict[str, float]:
   """Times acting-only iterations of `preset` with `num_envs` environments."""
+  from disco import replay  # pylint: disable=g-import-not-at-top
   from disco import train  # pylint: disable=g-import-not-at-top
 
   num_steps = chunk * chunks
-  made = (num_steps + 1) * num_envs
+  made = replay.capacity_of_run(num_steps, num_envs)
   config = train.preset(
       preset,
       env=env,

@@ -1,4 +1,4 @@
-"""Throughput of the trainer (`disco.train`) against the number of environments.
+"""How does the trainer's throughput grow with the number of environments?
 
 For each `--num-envs` N, trains Disco103 with the `paper` preset
 (`preset('paper', env=..., num_envs=N, buffer_capacity=<the least multiple
@@ -77,8 +77,7 @@ def _child(env: str, num_envs: int, steps: int, steps_per_chunk: int) -> None:
       eval_every=0,
       steps_per_chunk=steps_per_chunk,
   )
-  warmup = -(-config.learning_starts // config.num_envs) - 1
-  config = config.replace(num_steps=warmup + steps)
+  config = config.replace(num_steps=config.warmup_steps + steps)
   # (end time, iterations done, learner steps done, env steps done).
   chunks = []
 

@@ -24,25 +24,22 @@ from disco import devices as devices_lib
 from disco import files
 from disco import frame_nets
 from disco import frame_stack
+from disco import rules
 from disco import schedules
 from disco import truncation
+from disco import truncation_values
 from disco import types
 from disco import utils
 from disco import weights
 from disco.environments import base as base_env
 from disco.environments import registry
-from disco.eval.config import ACTOR_CRITIC
-from disco.eval.config import DISCO
-from disco.eval.config import POLICY_GRADIENT
-from disco.eval.config import EvalConfig
 from disco.update_rules import base as update_rules_base
 from disco.value_fns import value_fn as value_fn_lib
-from disco.value_fns import value_utils
 
 _SETTINGS_FNS = {
-    DISCO: agent_lib.get_settings_disco,
-    ACTOR_CRITIC: agent_lib.get_settings_actor_critic,
-    POLICY_GRADIENT: agent_lib.get_settings_policy_gradient,
+    rules.DISCO: agent_lib.get_settings_disco,
+    rules.ACTOR_CRITIC: agent_lib.get_settings_actor_critic,
+    rules.POLICY_GRADIENT: agent_lib.get_settings_policy_gradient,
 }
 
 # Per device: (rng, rollout [T, B, ...], learner state, actor state,
@@ -59,8 +56,13 @@ LearnFn = Callable[
     tuple[agent_lib.LearnerState, types.ValueState | None, dict[str, Any]],
 ]
 
+# A run's config: an `EvalConfig` or a `TrainConfig` (their rule, environment,
+# agent and value function fields); typed loosely so that the learner imports
+# neither run kind.
+RunConfig = Any
 
-def make_agent_settings(config: EvalConfig) -> config_dict.ConfigDict:
+
+def make_agent_settings(config: RunConfig) -> config_dict.ConfigDict:
   """The agent settings of `config.rule` with the config's network and step.
 
   As in the reference colab, the rule's settings get the colab's MLP agent
@@ -88,7 +90,7 @@ def make_agent_settings(config: EvalConfig) -> config_dict.ConfigDict:
 
 
 def make_value_function(
-    config: EvalConfig, settings: config_dict.ConfigDict
+    config: RunConfig, settings: config_dict.ConfigDict
 ) -> value_fn_lib.ValueFunction:
   """The state-value function trained alongside a policy-gradient agent."""
   value_config = configs.value_fn_config(
@@ -103,7 +105,7 @@ def make_value_function(
 
 
 def default_update_rule_params(
-    config: EvalConfig, update_rule: update_rules_base.UpdateRule
+    config: RunConfig, update_rule: update_rules_base.UpdateRule
 ) -> types.MetaParams:
   """`config.update_rule_params` for 'disco'; placeholders otherwise.
 
@@ -114,7 +116,7 @@ def default_update_rule_params(
   Returns:
     A parameter tree of host arrays.
   """
-  if config.rule == DISCO:
+  if config.rule == rules.DISCO:
     return weights.load_update_rule_params_from(
         config.update_rule_params or configs.DISCO103
     )
@@ -127,7 +129,7 @@ def default_update_rule_params(
 class Setup:
   """Everything a loop needs that does not change while it runs."""
 
-  config: EvalConfig
+  config: RunConfig
   env: base_env.Environment
   agent: agent_lib.Agent
   value_fn: value_fn_lib.ValueFunction | None
@@ -156,7 +158,7 @@ class Setup:
     return dataclasses.replace(self, config=config, env=env)
 
 
-def make_env(config: EvalConfig, batch_size: int) -> base_env.Environment:
+def make_env(config: RunConfig, batch_size: int) -> base_env.Environment:
   """`config.env` for `batch_size` environments, frames stacked if asked."""
   env = registry.make_environment(
       config.env,
@@ -167,12 +169,12 @@ def make_env(config: EvalConfig, batch_size: int) -> base_env.Environment:
   return frame_stack.stack_frames(env, getattr(config, 'frame_stack', 1))
 
 
-def _make_env(config: EvalConfig) -> base_env.Environment:
+def _make_env(config: RunConfig) -> base_env.Environment:
   return make_env(config, config.num_envs)
 
 
 def build(
-    config: EvalConfig,
+    config: RunConfig,
     update_rule_params: types.MetaParams | None,
     taken_action_gradients: bool = False,
     forward_once: bool = False,
@@ -208,14 +210,14 @@ def build(
   what = 'The update-rule parameters'
   if update_rule_params is None:
     update_rule_params = default_update_rule_params(config, agent.update_rule)
-    if config.rule == DISCO:
+    if config.rule == rules.DISCO:
       what += f' in {config.update_rule_params or configs.DISCO103}'
   # Fail here, with names, rather than inside the compiler.
   update_rules_base.check_meta_params(
       agent.update_rule, update_rule_params, what
   )
   value_fn = None
-  if config.rule == POLICY_GRADIENT:
+  if config.rule == rules.POLICY_GRADIENT:
     value_fn = make_value_function(config, settings)
   return Setup(
       config=config,
@@ -266,87 +268,8 @@ def scalar_logs(logs: Mapping[str, Any]) -> dict[str, jax.Array]:
   return {name: jnp.mean(leaf) for name, leaf in named.items()}
 
 
-def truncation_values_fn(
-    setup: Setup,
-    learner_state: agent_lib.LearnerState,
-    actor_state: Any,
-    value_state: types.ValueState | None,
-) -> tuple[truncation.ValuesFn, float]:
-  """How the run's rule values a state, for bootstrapping at time limits.
-
-  The values are the ones the rule's targets bootstrap with, so that a
-  truncated transition's target is the one it would have had, had the
-  episode gone on: Disco's Retrace uses the target network's action values
-  averaged under the online policy (discount `value_discount`),
-  actor-critic's V-trace the online state values (`discount_factor`), and
-  policy gradient's value function its own values.
-
-  Args:
-    setup: the run's pieces.
-    learner_state: the agent's current learner state.
-    actor_state: the agent network's state.
-    value_state: the value function's state (policy gradient), or None.
-
-  Returns:
-    (observations [T+1, B, ...] -> [T+1, B] values, the targets' discount).
-  """
-  agent, settings = setup.agent, setup.agent.settings
-
-  def unroll(params: Any, observations: chex.ArrayTree) -> Any:
-    """The agent's outputs [T+1, B, ...] on `observations`, no resets."""
-    no_reset = jnp.zeros(jax.tree.leaves(observations)[0].shape[:2], bool)
-    outs, _ = agent.network.unroll(params, actor_state, observations, no_reset)
-    return outs
-
-  if setup.config.rule == DISCO:
-    rule = settings.update_rule
-
-    def disco_values(observations):
-      online = unroll(learner_state.params, observations)
-      target = unroll(learner_state.meta_state['target_params'], observations)
-      values, _ = value_utils.extract_scalar_values_from_net_out(
-          None,
-          target['q'],
-          online['logits'],
-          categorical_value=True,
-          max_abs_value=rule.max_abs_value,
-          nonlinear_transform=True,
-      )
-      return values
-
-    return disco_values, float(rule.value_discount)
-  if setup.config.rule == ACTOR_CRITIC:
-    rule = settings.update_rule
-
-    def actor_critic_values(observations):
-      online = unroll(learner_state.params, observations)
-      return value_utils.get_values_from_net_outs(
-          online['v'],
-          categorical_value=rule.categorical_value,
-          max_abs_value=rule.max_abs_value,
-          nonlinear_transform=rule.nonlinear_value_transform,
-      )
-
-    return actor_critic_values, float(settings.hyper_params.discount_factor)
-  value_fn = setup.value_fn
-  # Without moving averages, `get_value_outs` updates no statistics.
-  no_ema = value_state.replace(adv_ema_state=None, td_ema_state=None)
-
-  def value_fn_values(observations):
-    leading = jax.tree.leaves(observations)[0].shape[:2]
-    rollout = types.ActorRollout(
-        observations=observations,
-        actions=jnp.zeros(leading, jnp.int32),
-        rewards=jnp.zeros(leading, jnp.float32),
-        discounts=jnp.ones(leading, bool),
-        agent_outs={},
-        states={},
-        logits=jnp.zeros(leading + (1,), jnp.float32),
-    )
-    value_outs, *_ = value_fn.get_value_outs(no_ema, rollout, rollout.logits)
-    return value_outs.value
-
-  return value_fn_values, float(value_fn.config.discount_factor)
+# How the run's rule values a state, for bootstrapping at time limits.
+truncation_values_fn = truncation_values.truncation_values_fn
 
 
 def make_learn_fn(
@@ -417,7 +340,7 @@ def make_learn_fn(
 
 
 def behaviour_outs(
-    config: EvalConfig, rollout: types.ActorRollout
+    config: RunConfig, rollout: types.ActorRollout
 ) -> types.ActorRollout:
   """What the replay buffer keeps of a rollout (see `store_behaviour_outs`)."""
   if config.store_behaviour_outs:

@@ -16,13 +16,10 @@ import numpy as np
 
 from disco import checkpoint as checkpoint_lib
 from disco import configs
+from disco import rules
 from disco import runtime
 from disco import types
 from disco import weights
-from disco.eval.config import DISCO
-from disco.eval.config import EXECUTION_FIELDS
-
-KIND = 'disco-eval'
 
 # The one digest of the update rule's parameters (`disco.runtime`).
 params_digest = runtime.params_digest
@@ -44,8 +41,8 @@ class RunCheckpoints:
       update_rule_params: types.MetaParams,
       num_devices: int,
       *,
-      kind: str = KIND,
-      execution_fields: Set[str] = EXECUTION_FIELDS,
+      kind: str,
+      execution_fields: Set[str],
   ):
     """The checkpoints of a run of `config` (an `EvalConfig` by default).
 
@@ -137,7 +134,7 @@ class RunCheckpoints:
     return ckpt
 
   def _storable_params(self) -> weights.HostParams:
-    if self._config.rule == DISCO:
+    if self._config.rule == rules.DISCO:
       return jax.device_get(self._params)
     # The baselines' placeholder, in the two-level layout weights expects.
     return {'placeholder': checkpoint_lib.flatten_tree(self._params)}

@@ -7,7 +7,7 @@ steps (Retrace, the meta-network's recurrence). `unroll_scans` rewrites
 them, and only them, with `unroll` set to their length: the same
 operations, so the same values (bit for bit on the CPU, checked in
 `tests/test_unrolling.py`), compiled into a larger program. Measurements:
-`docs/benchmarks.md`.
+`docs/results/gpu.md`.
 """
 
 from collections.abc import Callable

@@ -140,6 +140,17 @@ def test_resume_needs_an_earlier_run(module, capsys, tmp_path):
   assert status == 2 and 'config.json does not exist' in err
 
 
+def test_resume_of_another_commands_run_names_it(capsys, tmp_path):
+  # A disco-eval run directory, resumed by disco-meta-train.
+  cli.RunDir(tmp_path).write_config(eval_cli.PROG, eval_lib.EvalConfig())
+  status, _, err = _main(
+      meta_train_cli, capsys, f'--out-dir={tmp_path}', '--resume'
+  )
+  assert status == 2 and 'Unknown' not in err, err
+  assert f'holds a disco-eval run, not a {meta_train_cli.PROG} one' in err
+  assert f'disco-eval --out-dir {tmp_path} --resume' in err
+
+
 @pytest.mark.parametrize(
     'module, flag', [(eval_cli, '--update-rule-params'), (meta_train_cli, '')]
 )

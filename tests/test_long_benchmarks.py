@@ -1,30 +1,22 @@
-"""The long benchmarks' machinery: runs in pieces, and the report.
+"""The long benchmarks' scripts: their runs, configs and names.
 
-`benchmarks/pieces.py` trains a tiny actor-critic run on Catch, resumes it
-from a checkpoint as a stopped run would, and skips it once done;
-`benchmarks/disco103_vs_baselines.py` reports from handwritten records.
+The machinery they share (runs in pieces, records, the report) is tested in
+tests/studies; these tests load the scripts as users run them and check
+what each one asks of it.
 """
 
 import argparse
-import csv
 import importlib.util
-import json
-import os
 import pathlib
-import signal
-import sys
 
-import numpy as np
 import pytest
 
-from disco import train
+from disco.studies import runs as runs_lib
 
 _BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / 'benchmarks'
 
 
 def _load(name):
-  if str(_BENCHMARKS) not in sys.path:
-    sys.path.insert(0, str(_BENCHMARKS))
   spec = importlib.util.spec_from_file_location(
       name, _BENCHMARKS / f'{name}.py'
   )
@@ -33,179 +25,7 @@ def _load(name):
   return module
 
 
-pieces = _load('pieces')
 vs_baselines = _load('disco103_vs_baselines')
-
-
-def _tiny(num_steps=6):
-  return train.preset(
-      'colab',
-      rule='actor_critic',
-      env='catch',
-      num_envs=2,
-      rollout_len=5,
-      learner_batch_size=4,
-      replay_fraction=0.5,
-      buffer_capacity=8,
-      learning_starts=4,
-      agent_dense=(16,),
-      agent_lstm_size=8,
-      agent_head_mlp_hiddens=(8,),
-      num_steps=num_steps,
-      steps_per_chunk=1,
-      checkpoint_every=1,
-      eval_every=3,
-      eval_envs=2,
-      eval_max_steps=20,
-  )
-
-
-def test_a_stopped_run_resumes_to_the_straight_result_and_is_then_skipped(
-    tmp_path,
-):
-  straight = pieces.run(
-      tmp_path / 'a', 'run', _tiny(), num_seeds=1, show_progress=False
-  )
-  # A run stopped after 3 iterations leaves its checkpoints behind.
-  out = tmp_path / 'b'
-  train.run_train(
-      _tiny(num_steps=3), checkpoint_dir=out / pieces.CHECKPOINTS_DIR / 'run'
-  )
-  resumed = pieces.run(out, 'run', _tiny(), num_seeds=1, show_progress=False)
-  for name in ('step', 'env_steps', 'train_return', 'eval_return'):
-    np.testing.assert_array_equal(
-        np.array(resumed['logs'][name], float),
-        np.array(straight['logs'][name], float),
-        err_msg=name,
-    )
-  assert [p['status'] for p in resumed['pieces']] == ['finished']
-  assert resumed['pieces'][0]['started_at_step'] == 3
-  assert resumed['pieces'][0]['ended_at_step'] == 6
-  path = pieces.record_path(out, 'run')
-  before = path.read_text()
-  again = pieces.run(out, 'run', _tiny(), num_seeds=1, show_progress=False)
-  assert again == json.loads(before) and path.read_text() == before
-  with pytest.raises(pieces.PiecesError, match='other settings'):
-    pieces.run(out, 'run', _tiny(num_steps=7), num_seeds=1)
-
-
-def _ours(env, rule, seed, finals):
-  steps = list(range(0, 25 * len(finals), 25))
-  return dict(
-      name=f'{env}__{rule}__s{seed}',
-      status='done',
-      settings=dict(
-          config=dict(env=env, rule=rule, agent_learning_rate=3e-3),
-          num_seeds=1,
-      ),
-      wall_seconds=10.0,
-      pieces=[{}],
-      seeds=[seed],
-      logs={
-          'seed': [seed] * len(finals),
-          'step': steps,
-          'env_steps': [290 * s for s in steps],
-          'learner_steps': steps,
-          'eval_return': finals,
-          'logs/entropy': [1.0] * len(finals),
-      },
-  )
-
-
-def test_report_gives_iqm_intervals_per_seed_values_and_plots(tmp_path):
-  env = 'gymnax:Breakout-MinAtar'
-  runs = tmp_path / pieces.RUNS_DIR
-  for seed, final in enumerate((1.0, 2.0, 6.0)):
-    pieces.write_json(
-        runs / f'd{seed}.json', _ours(env, 'disco', seed, [0.0, None, final])
-    )
-  ppo = dict(
-      status='done',
-      env=env,
-      wall_seconds=30.0,
-      seeds=[
-          dict(seed=s, final_return=float(s + 3), env_steps=1000)
-          for s in (0, 1)
-      ],
-      curves=[
-          dict(seed=s, env_steps=x, value=float(s + x / 1000.0))
-          for s in (0, 1)
-          for x in (0, 500, 1000)
-      ],
-  )
-  pieces.write_json(runs / 'ppo.json', ppo)
-  vs_baselines.report(tmp_path)
-  with open(tmp_path / 'summary.csv', newline='') as f:
-    summary = {row['algo']: row for row in csv.DictReader(f)}
-  assert float(summary['disco']['iqm']) == pytest.approx(3.0)
-  assert summary['disco']['per_seed'] == '1.00 2.00 6.00'
-  low, high = float(summary['disco']['ci_low']), float(
-      summary['disco']['ci_high']
-  )
-  assert 1.0 <= low <= 3.0 <= high <= 6.0
-  assert float(summary['ppo']['iqm']) == pytest.approx(3.5)
-  assert float(summary['ppo']['wall_seconds_per_seed']) == 15.0
-  for name in ('results.csv', 'curves.csv', 'curves.png'):
-    assert (tmp_path / name).is_file(), name
-
-
-def test_summary_pools_seeds_at_the_budget_every_seed_reached(tmp_path):
-  """A stopped seed beside finished ones: the IQM is at its last evaluation."""
-  env = 'craftax:Craftax-Classic-Symbolic-v1'
-  runs = tmp_path / pieces.RUNS_DIR
-  for seed, finals in enumerate(([0.0, 1.0, 5.0], [0.0, 3.0, 6.0])):
-    pieces.write_json(runs / f'd{seed}.json', _ours(env, 'disco', seed, finals))
-  stopped = dict(_ours(env, 'disco', 2, [0.0, 4.0]), status=pieces.PARTIAL)
-  pieces.write_json(runs / 'd2.partial.json', stopped)
-  rows = vs_baselines.per_seed_rows(
-      vs_baselines.load_records(tmp_path, include_partial=True)
-  )
-  assert [r['env_steps'] for r in rows] == [290 * 50, 290 * 50, 290 * 25]
-  (summary,) = vs_baselines.summary_rows(rows)
-  assert summary['env_steps'] == 290 * 25
-  assert summary['learner_updates'] == 25
-  assert summary['per_seed'] == '1.00 3.00 4.00'
-  (done,) = vs_baselines.summary_rows(rows[:2])
-  assert done['env_steps'] == 290 * 50 and done['per_seed'] == '5.00 6.00'
-
-
-def test_plot_tells_seeds_of_one_algorithm_apart(tmp_path):
-  """Seeds share their algorithm's colour and differ in line style."""
-  env = 'craftax:Craftax-Classic-Symbolic-v1'
-  for seed in (0, 1):
-    pieces.write_json(
-        tmp_path / pieces.RUNS_DIR / f'd{seed}.json',
-        _ours(env, 'disco', seed, [0.0, 1.0 + seed]),
-    )
-  pieces.write_json(
-      tmp_path / pieces.RUNS_DIR / 'a0.json',
-      _ours(env, 'actor_critic', 0, [0.0, 0.5]),
-  )
-  rows = vs_baselines.per_seed_rows(vs_baselines.load_records(tmp_path))
-  fig = vs_baselines.plot(rows, tmp_path / 'curves.png')
-  lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
-  assert sorted(lines) == ['actor_critic s0', 'disco s0', 'disco s1']
-  disco0, disco1 = lines['disco s0'], lines['disco s1']
-  assert disco0.get_color() == disco1.get_color()
-  assert disco0.get_linestyle() != disco1.get_linestyle()
-  assert lines['actor_critic s0'].get_color() != disco0.get_color()
-
-
-def test_plot_leaves_no_figure_open(tmp_path):
-  """A process reporting many times must not pile up open figures."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-
-  env = 'craftax:Craftax-Classic-Symbolic-v1'
-  pieces.write_json(
-      tmp_path / pieces.RUNS_DIR / 'd0.json',
-      _ours(env, 'disco', 0, [0.0, 1.0]),
-  )
-  rows = vs_baselines.per_seed_rows(vs_baselines.load_records(tmp_path))
-  before = set(plt.get_fignums())
-  for _ in range(3):
-    vs_baselines.plot(rows, tmp_path / 'curves.png')
-  assert set(plt.get_fignums()) == before
-  assert (tmp_path / 'curves.png').stat().st_size > 0
 
 
 def test_command_needs_an_environment_or_the_report(capsys, tmp_path):
@@ -213,44 +33,6 @@ def test_command_needs_an_environment_or_the_report(capsys, tmp_path):
     vs_baselines.main(['--out', str(tmp_path)])
   assert e.value.code == 2
   assert 'give --env' in capsys.readouterr().err
-
-
-def test_a_command_stopped_by_sigterm_says_so_and_the_same_one_resumes(
-    capsys, tmp_path, monkeypatch
-):
-  """A session's end (SIGTERM): a checkpoint, a message, no traceback."""
-  parser = argparse.ArgumentParser(prog='bench')
-  parser.add_argument('--out', type=pathlib.Path)
-  parser.add_argument('--env')
-  parser.add_argument('--report', action='store_true')
-  parser.add_argument('--include-partial', action='store_true')
-  argv = ['--out', str(tmp_path), '--env', 'catch']
-
-  def run_env(args):
-    pieces.run(args.out, 'run', _tiny(), num_seeds=1, show_progress=False)
-
-  class _TermAfter3(pieces.progress.ProgressBar):
-
-    def __call__(self, step, row):
-      if step == 3:
-        os.kill(os.getpid(), signal.SIGTERM)
-
-  monkeypatch.setattr(pieces.progress, 'ProgressBar', _TermAfter3)
-  code = vs_baselines.run_command(parser, argv, run_env, None)
-  monkeypatch.undo()
-  assert code == 128 + signal.SIGTERM
-  err = capsys.readouterr().err
-  assert 'stopped by SIGTERM' in err and 'the same command goes on' in err
-  partial = json.loads(pieces.partial_path(tmp_path, 'run').read_text())
-  assert partial['pieces'][0]['status'] == 'interrupted'
-  stopped_at = partial['pieces'][0]['ended_at_step']
-  assert 3 <= stopped_at < 6
-  assert vs_baselines.run_command(parser, argv, run_env, None) == 0
-  done = json.loads(pieces.record_path(tmp_path, 'run').read_text())
-  assert [p['started_at_step'] for p in done['pieces']] == [0, stopped_at]
-  assert done['logs']['step'][-1] == 6.0
-  # The done record replaces the partial one: one file per run.
-  assert not pieces.partial_path(tmp_path, 'run').exists()
 
 
 def test_budgets_count_updates_on_minatar_and_env_steps_on_craftax():
@@ -285,60 +67,6 @@ def test_run_names_say_the_agent_and_seeds_trained_together():
   assert vs_baselines.run_name(env, 'ppo', agent='minatar') == (
       'Breakout-MinAtar__ppo'
   )
-
-
-def test_a_stopped_run_is_reported_up_to_its_checkpoint_when_asked(tmp_path):
-  name = 'catch__actor_critic__s0'
-  ckpt_dir = tmp_path / pieces.CHECKPOINTS_DIR / name
-  train.run_train(_tiny(num_steps=4), checkpoint_dir=ckpt_dir)
-  settings = dict(config=_tiny().to_dict(), num_seeds=1)
-  pieces.write_partial(tmp_path, name, settings, [], ckpt_dir)
-  record = json.loads(pieces.partial_path(tmp_path, name).read_text())
-  assert record['status'] == pieces.PARTIAL and record['seeds'] == [0]
-  assert record['logs']['step'] == [0.0, 1.0, 2.0, 3.0, 4.0]
-  assert vs_baselines.load_records(tmp_path) == []
-  (partial,) = vs_baselines.load_records(tmp_path, include_partial=True)
-  assert partial['name'] == name
-
-
-def test_a_run_without_checkpoints_keeps_its_rows_when_stopped(
-    tmp_path, monkeypatch
-):
-  """One device call's run: no checkpoint written, its rows kept on SIGINT."""
-
-  class _StopAfter3(pieces.progress.ProgressBar):
-
-    def __call__(self, step, row):
-      if step >= 3:
-        os.kill(os.getpid(), signal.SIGINT)
-
-  monkeypatch.setattr(pieces.progress, 'ProgressBar', _StopAfter3)
-  name = 'catch__actor_critic__s0'
-  with pytest.raises(KeyboardInterrupt):
-    pieces.run(
-        tmp_path,
-        name,
-        _tiny(),
-        num_seeds=1,
-        show_progress=False,
-        checkpoints=False,
-    )
-  monkeypatch.undo()
-  ckpt_dir = tmp_path / pieces.CHECKPOINTS_DIR / name
-  assert [p.name for p in ckpt_dir.iterdir()] == [pieces.PIECES_FILE]
-  assert not pieces.record_path(tmp_path, name).exists()
-  record = json.loads(pieces.partial_path(tmp_path, name).read_text())
-  assert record['status'] == pieces.PARTIAL and record['seeds'] == [0]
-  # The signal comes after iteration 3's row; the run stops there.
-  assert record['logs']['step'] == [0.0, 1.0, 2.0, 3.0]
-  straight = pieces.run(
-      tmp_path / 'straight', name, _tiny(), num_seeds=1, show_progress=False
-  )
-  np.testing.assert_array_equal(
-      record['logs']['train_return'], straight['logs']['train_return'][:4]
-  )
-  (partial,) = vs_baselines.load_records(tmp_path, include_partial=True)
-  assert partial['name'] == name
 
 
 def test_diagnosis_variants_change_one_thing_from_the_base():
@@ -376,18 +104,6 @@ def test_learner_cost_ratios_compare_like_with_like():
   assert [r['vs_f32'] for r in rows] == [1.0, 0.5, 1.0, 1.0]
   assert [r['vs_ac'] for r in rows] == [0.25, '', 1.0, '']
   assert [r['vs_rolled'] for r in rows] == [1.0, 1.0, 1.0, 1.5]
-
-
-def test_records_saved_before_truncation_existed_match_the_benchmark():
-  saved = _tiny().to_dict()
-  del saved['truncation']
-  now = dict(config=_tiny().replace(truncation='terminate').to_dict())
-  assert pieces.normal_settings(dict(config=saved)) == pieces.normal_settings(
-      now
-  )
-  assert pieces.normal_settings(dict(config=_tiny().to_dict())) != (
-      pieces.normal_settings(now)
-  )
 
 
 def test_the_protocol_benchmark_runs_the_preset_beside_old_runs_and_paper():
@@ -447,6 +163,42 @@ def test_the_protocol_benchmark_runs_the_preset_beside_old_runs_and_paper():
       if r['settings'].startswith('old')
   }
   assert {('disco', 75_110), ('disco', 147_610)} <= old
+
+
+def test_a_command_lists_its_runs_named_as_the_records_kept():
+  args = argparse.Namespace(
+      env='gymnax:Breakout-MinAtar', seeds=[0, 1], seeds_together=False,
+      algos=('disco', 'ppo'), agent=None, updates=5, env_steps=None,
+      disco_lr=1e-3, ac_lr=1e-3,
+  )  # fmt: skip
+  disco0, disco1, ppo = vs_baselines.runs(args)
+  assert (disco0.name, disco1.name) == (
+      'Breakout-MinAtar__disco__s0',
+      'Breakout-MinAtar__disco__s1',
+  )
+  assert (disco0.config.seed, disco1.config.seed, disco0.num_seeds) == (0, 1, 1)
+  assert ppo == runs_lib.PpoRun(
+      'Breakout-MinAtar__ppo',
+      'gymnax:Breakout-MinAtar',
+      disco0.config.num_steps * disco0.config.env_steps_per_step,
+      (0, 1),
+  )
+  args.seeds_together = True
+  together, _ = vs_baselines.runs(args)
+  assert together.name == 'Breakout-MinAtar__disco__s0-1'
+  assert together.num_seeds == 2
+  # The protocol's names, as its records under benchmarks/results/ have them.
+  protocol = _load('paper_protocol')
+  kept = _BENCHMARKS / 'results' / 'paper_protocol' / 'runs'
+  name = protocol.run_name('gymnax:Breakout-MinAtar', 'disco', (1, 2))
+  assert (kept / f'{name}.json').is_file()
+  assert (kept / f'{runs_lib.run_name(protocol.CRAFTAX, "ppo")}.json').is_file()
+  assert (
+      protocol.run_name(
+          protocol.CRAFTAX, 'disco', (0,), 'conv_frames', 24, 'atari'
+      )
+      == 'Craftax-Classic-Symbolic-v1__disco__envs24__conv_frames__atari__s0'
+  )
 
 
 # ----------------------------------------------------------------------------

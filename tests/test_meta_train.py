@@ -29,7 +29,7 @@ from disco import meta_train
 from disco import progress
 from disco import weights
 from disco.meta_train import loop as meta_train_runtime
-from disco.meta_train import maths as meta_train_maths
+from disco.meta_train import meta_gradient
 
 # The command-line tests' tiny run (tests/tiny_args.py): runs of one setting
 # share one compiled meta-step (this file's tests in one pytest worker under
@@ -242,7 +242,7 @@ def test_meta_update_key_schedule(monkeypatch):
 
   monkeypatch.setattr(meta_train.MetaTrainAgent, 'unroll_actor', _unroll_actor)
   monkeypatch.setattr(
-      meta_train_maths, 'calculate_meta_gradient', _calculate_meta_gradient
+      meta_gradient, 'calculate_meta_gradient', _calculate_meta_gradient
   )
   monkeypatch.setattr(agent.agent, 'actor_step', _actor_step)
 
@@ -568,7 +568,14 @@ def test_public_names():
 
 
 @pytest.mark.parametrize(
-    'module', ['meta_train', 'meta_train.loop', 'meta_train.maths']
+    'module',
+    [
+        'meta_train',
+        'meta_train.loop',
+        'meta_train.maths',
+        'meta_train.meta_gradient',
+        'meta_train.meta_agent',
+    ],
 )
 def test_modules_import_in_either_order(module):
   result = subprocess.run(

@@ -164,3 +164,19 @@ def test_set_state_rejects_another_capacity():
   buffer.add(_batch(0, 2))
   with pytest.raises(ValueError, match='trajectories along axis 2'):
     replay.SimpleReplayBuffer(capacity=6, seed=0).set_state(buffer.get_state())
+
+
+def test_replayed_positions_are_uniform_over_the_filled_rows():
+  # A buffer of 4 environments x 8 rows holding 3 rows (12 trajectories),
+  # each leaf holding its own slot index.
+  storage = jnp.broadcast_to(jnp.arange(32, dtype=jnp.float32), (2, 32))
+  state = replay.ReplayState(
+      storage={'x': storage}, size=jnp.int32(12), next_slot=jnp.int32(12)
+  )
+  drawn = np.asarray(
+      replay.sample_grid(state, jax.random.PRNGKey(0), 4000, 4)['x']
+  )[0]
+  counts = np.bincount(drawn.astype(int), minlength=32)
+  assert counts[12:].sum() == 0
+  # 4000 draws over 12 slots: each about 333 (binomial std ~17).
+  np.testing.assert_allclose(counts[:12], 4000 / 12, rtol=0.2)

@@ -222,10 +222,17 @@ def test_a_meta_train_checkpoint_of_the_old_schema_resumes(
     )
 
 
+_EVAL_CHECKPOINTS = dict(
+    kind=eval_lib.CHECKPOINT_KIND, execution_fields=eval_lib.EXECUTION_FIELDS
+)
+
+
 def test_an_eval_checkpoint_of_the_old_schema_is_accepted(tmp_path):
   config = eval_lib.EvalConfig(rule='actor_critic', num_steps=4)
   params = {'w': np.ones(3, np.float32)}
-  checkpoints = run_checkpoints.RunCheckpoints(tmp_path, config, [0], params, 1)
+  checkpoints = run_checkpoints.RunCheckpoints(
+      tmp_path, config, [0], params, 1, **_EVAL_CHECKPOINTS
+  )
   old = dict(
       kind='disco-eval',
       config=config.to_dict(),
@@ -248,7 +255,12 @@ def test_an_eval_checkpoint_of_the_old_schema_is_accepted(tmp_path):
   assert ckpt.step == 2 and checkpoints.last_saved == 2
   np.testing.assert_array_equal(ckpt.arrays['x'], arrays['x'])
   other = run_checkpoints.RunCheckpoints(
-      tmp_path, config, [0], {'w': np.zeros(3, np.float32)}, 1
+      tmp_path,
+      config,
+      [0],
+      {'w': np.zeros(3, np.float32)},
+      1,
+      **_EVAL_CHECKPOINTS,
   )
   with pytest.raises(
       checkpoint.CheckpointMismatchError, match='update-rule parameters'

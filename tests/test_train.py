@@ -18,11 +18,10 @@ from disco import configs
 from disco import devices as devices_lib
 from disco import learner
 from disco import logs
-from disco import replay as replay_lib
 from disco import train
 from disco import types
-from disco.train import loop as train_loop
 from disco.train import program as train_program
+from disco.train import run as train_run
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -81,24 +80,6 @@ def test_bad_settings_are_named(changes, message):
     train.preset('nonsense')
 
 
-def test_replayed_positions_are_uniform_over_the_filled_rows():
-  # A buffer of 4 environments x 8 rows holding 3 rows (12 trajectories),
-  # each leaf holding its own slot index.
-  storage = jnp.broadcast_to(jnp.arange(32, dtype=jnp.float32), (2, 32))
-  state = replay_lib.ReplayState(
-      storage={'x': storage}, size=jnp.int32(12), next_slot=jnp.int32(12)
-  )
-  gather = jax.pmap(
-      lambda key: train_program._gather_replayed(state, key, 4000, 4, 1),
-      axis_name='i',
-  )
-  drawn = np.asarray(gather(jax.random.PRNGKey(0)[None])['x'])[0, 0]
-  counts = np.bincount(drawn.astype(int), minlength=32)
-  assert counts[12:].sum() == 0
-  # 4000 draws over 12 slots: each about 333 (binomial std ~17).
-  np.testing.assert_allclose(counts[:12], 4000 / 12, rtol=0.2)
-
-
 def test_the_learning_program_compiles_once_in_the_background(monkeypatch):
   # Two acting-only iterations, then learning: the learning program
   # compiles in a thread while the state is built and the first iterations
@@ -106,7 +87,7 @@ def test_the_learning_program_compiles_once_in_the_background(monkeypatch):
   # earlier test's programs are reused.
   config = _tiny(num_steps=3, learning_starts=4, buffer_capacity=8)
   trainer = train.Trainer(config, [config.seed])
-  monkeypatch.setattr(train_loop, '_TRAINERS', lambda *_: trainer)
+  monkeypatch.setattr(train_run, '_TRAINERS', lambda *_: trainer)
   compiles = []
 
   def listener(name: str, duration: float, **kwargs) -> None:
@@ -377,12 +358,14 @@ counts = json.loads(sys.argv[2])
 bug = sys.argv[3] if len(sys.argv) > 3 else ''
 if bug == 'replay_per_device':
   # Teeth: each device draws its replay positions with its own key.
-  gather = train_program._gather_replayed
+  from disco.replay import ring
+
+  gather = ring.sample_grid
 
   def _per_device(state, key, *args):
     return gather(state, jax.random.fold_in(key, jax.lax.axis_index('i')), *args)
 
-  train_program._gather_replayed = _per_device
+  ring.sample_grid = _per_device
 elif bug == 'no_gradient_mean':
   # Teeth: each device keeps its own gradients.
   jax.lax.pmean = lambda x, axis_name, **kw: x

@@ -18,6 +18,7 @@ from disco import configs
 from disco import frame_stack
 from disco import learner
 from disco import optimizers
+from disco import replay as replay_lib
 from disco import schedules
 from disco import train
 from disco import truncation
@@ -191,7 +192,7 @@ def test_a_constant_step_without_decay_is_the_reference_optimizer():
 def test_spread_slots_give_each_trajectory_one_learner_step(
     num_envs, num_steps
 ):
-  slots = train_program.spread_fresh_slots(num_envs, num_steps)
+  slots = replay_lib.spread_fresh_slots(num_envs, num_steps)
   taken = slots[slots >= 0]
   np.testing.assert_array_equal(np.sort(taken), np.arange(num_envs))
   per_step = np.sum(slots >= 0, axis=1)

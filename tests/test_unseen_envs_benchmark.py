@@ -1,12 +1,12 @@
 """Tests of `benchmarks/unseen_envs.py`.
 
 The command line runs as a subprocess, as users run it (its usage errors
-in-process, through `main`, which exits as argparse does); the pure parts
-(learning-rate selection, PPO's evaluation points, skipping finished runs)
-are imported from the script. The failure paths and the tables printed from
-handwritten CSV files take seconds; a tiny end-to-end run (two iterations of
-a tiny agent, disco and actor_critic, PPO only where rejax is installed) is
-marked slow.
+in-process, through `main`, which exits as argparse does); the machinery it
+runs on (learning-rate selection, PPO's evaluation points, skipping finished
+runs) is tested in tests/studies. The failure paths and the tables printed
+from handwritten CSV files take seconds; a tiny end-to-end run (two
+iterations of a tiny agent, disco and actor_critic, PPO only where rejax is
+installed) is marked slow.
 """
 
 import csv
@@ -51,89 +51,6 @@ def _write_csv(path, rows):
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
-
-
-# Learning-rate selection.
-
-
-def test_selection_picks_the_highest_mean_per_rule():
-  rows = unseen_envs.select_learning_rates({
-      'disco': {1e-4: [1.0, 2.0, 3.0], 3e-4: [4.0, 0.0, 5.0], 5e-4: [2, 2, 2]},
-      'actor_critic': {1e-4: [0.5, 0.5], 3e-4: [0.1, 0.2]},
-  })
-  assert unseen_envs.chosen_rates(rows) == {'disco': 3e-4, 'actor_critic': 1e-4}
-  by_key = {(r['rule'], r['learning_rate']): r for r in rows}
-  best = by_key['disco', 3e-4]
-  assert best['chosen']
-  assert best['mean_final_return'] == pytest.approx(3.0)
-  assert best['std'] == pytest.approx(math.sqrt(7.0))
-  assert (best['min'], best['max'], best['seeds']) == (0.0, 5.0, 3)
-  assert sum(r['chosen'] for r in rows) == 2
-
-
-def test_selection_ties_nan_and_all_nan():
-  nan = math.nan
-  rows = unseen_envs.select_learning_rates({
-      # A tie goes to the rate listed first.
-      'disco': {5e-4: [1.0, 1.0], 1e-4: [1.0, 1.0]},
-      # NaN seeds are left out; a rate without any finite return loses.
-      'actor_critic': {1e-4: [nan, nan], 3e-4: [nan, -2.0]},
-  })
-  assert unseen_envs.chosen_rates(rows) == {'disco': 5e-4, 'actor_critic': 3e-4}
-  rows = unseen_envs.select_learning_rates(
-      {'disco': {3e-4: [nan], 1e-4: [nan]}}
-  )
-  assert unseen_envs.chosen_rates(rows) == {'disco': 3e-4}
-  with pytest.raises(ValueError, match='no learning rates'):
-    unseen_envs.select_learning_rates({'disco': {}})
-
-
-def test_ppo_eval_points_get_closest_to_the_budget():
-  # MinAtar (1,024 env steps an iteration), 72,500: 5 points of 14
-  # iterations, 71,680 steps (4 or 6 points reach 73,728).
-  assert unseen_envs.ppo_eval_points(1024, 72_500) == 5
-  # rejax's defaults (4,096): 5 points would take 81,920; 6 take 73,728.
-  assert unseen_envs.ppo_eval_points(4096, 72_500) == 6
-  # Exact budgets keep the preferred count.
-  assert unseen_envs.ppo_eval_points(100, 5_000) == 5
-  # At most one point per iteration.
-  assert unseen_envs.ppo_eval_points(20, 20) == 1
-  assert unseen_envs.ppo_eval_points(20, 40) == 2
-  with pytest.raises(ValueError):
-    unseen_envs.ppo_eval_points(0, 100)
-
-
-# Skipping finished runs.
-
-
-def test_finished_runs_are_skipped_and_other_settings_stop(tmp_path):
-  key = unseen_envs.RunKey('gymnax:DeepSea-bsuite', 'disco', 3e-4)
-  settings = {'config': {'num_steps': 4, 'agent_dense': (8,)}, 'num_seeds': 2}
-  assert unseen_envs.load_finished(tmp_path, key, settings) is None
-  record = dict(
-      env=key.env,
-      algo=key.algo,
-      learning_rate=key.learning_rate,
-      status=unseen_envs.DONE,
-      settings=settings,
-      seeds=[],
-  )
-  path = unseen_envs.save_record(tmp_path, record)
-  assert path == tmp_path / 'runs' / 'DeepSea-bsuite__disco__lr0.0003.json'
-  loaded = unseen_envs.load_finished(tmp_path, key, settings)
-  assert loaded['status'] == unseen_envs.DONE
-  # Another rate is another run.
-  other = unseen_envs.RunKey(key.env, key.algo, 1e-4)
-  assert unseen_envs.load_finished(tmp_path, other, settings) is None
-  # Other settings: an error naming the field, not a silent rerun.
-  changed = dict(settings, num_seeds=3)
-  with pytest.raises(unseen_envs.BenchmarkError, match='num_seeds'):
-    unseen_envs.load_finished(tmp_path, key, changed)
-  # Runs that did not finish, and broken files, run again.
-  unseen_envs.save_record(tmp_path, dict(record, status='not run: reasons'))
-  assert unseen_envs.load_finished(tmp_path, key, settings) is None
-  path.write_text('{"env": ')
-  assert unseen_envs.load_finished(tmp_path, key, settings) is None
 
 
 # The command line: errors.
@@ -193,7 +110,8 @@ def test_ppo_without_rejax_names_the_package(tmp_path):
   )
   assert result.returncode == 1
   assert "needs the package 'rejax'" in result.stderr
-  assert 'pip install rejax' in result.stderr
+  assert 'pip install "disco-jax[ppo]"' in result.stderr
+  assert '--algos disco actor_critic' in result.stderr
   assert not (tmp_path / 'out').exists()
 
 
@@ -387,56 +305,3 @@ def test_tiny_benchmark_end_to_end(tmp_path):
   changed = _run(*args[:-1], '--seeds', '3')
   assert changed.returncode == 1
   assert 'holds a finished run with other settings' in changed.stderr
-
-
-# rejax's PPO run segmented (Craftax's way), in pieces.
-
-# 4 environments x 8 steps: 32 env steps per PPO iteration.
-_TINY_PPO = dict(num_envs=4, num_steps=8, num_epochs=1, num_minibatches=1)
-
-
-@pytest.mark.skipif(not _HAS_REJAX, reason='needs rejax')
-def test_segmented_ppo_resumes_bit_for_bit(tmp_path, monkeypatch):
-  # pylint: disable=g-import-not-at-top
-  import signal
-
-  from disco import checkpoint
-  from disco import interrupts
-  # pylint: enable=g-import-not-at-top
-
-  ppo_rejax = unseen_envs.load_ppo_module()
-  # 6 iterations, evaluations after 2, 4 and 6, checkpoints every 3.
-  monkeypatch.setattr(unseen_envs, 'PPO_CHECKPOINTS', 2)
-
-  def run(seeds=(0, 1), **kwargs):
-    return unseen_envs.run_ppo_segmented(
-        ppo_rejax, 'CartPole-v1', 6 * 32, seeds, 3, 4, _TINY_PPO, **kwargs
-    )
-
-  def interrupt_after_5(iteration):
-    if iteration == 5:
-      os.kill(os.getpid(), signal.SIGINT)
-
-  whole = run()
-  with pytest.raises(interrupts.Interrupted):
-    run(
-        checkpoint_dir=tmp_path,
-        handle_interrupts=True,
-        progress_fn=interrupt_after_5,
-    )
-  assert checkpoint.list_steps(tmp_path) == [3, 5]
-  resumed = run(checkpoint_dir=tmp_path)
-  for name in ('env_steps', 'returns', 'episode_lengths'):
-    assert resumed[name] == whole[name], name
-  assert resumed['env_steps'][0] == [64, 128, 192]
-  assert [
-      (p['started_at_iteration'], p['ended_at_iteration'], p['status'])
-      for p in resumed['pieces']
-  ] == [(0, 5, 'interrupted'), (5, 6, 'finished')]
-  assert resumed['wall_time_s'] == pytest.approx(
-      sum(p['wall_seconds'] for p in resumed['pieces'])
-  )
-  with pytest.raises(
-      checkpoint.CheckpointMismatchError, match='another PPO run'
-  ):
-    run(seeds=(0, 2), checkpoint_dir=tmp_path)

@@ -23,6 +23,8 @@ import pytest
 
 from disco import files
 from disco import weights
+from disco.weights import lookup
+from disco.weights import published
 
 # Read before any test's monkeypatching removes it from the environment.
 _REAL_WEIGHTS = os.environ.get('DISCO_WEIGHTS', '')
@@ -68,8 +70,9 @@ def locations(
       cache_dir=tmp_path / 'cache',
   )
   monkeypatch.setenv(weights.CACHE_DIR_ENV_VAR, str(loc.cache_dir))
-  monkeypatch.setattr(weights, 'repo_weights_path', lambda: loc.repo_file)
-  monkeypatch.setattr(weights, 'DISCO103_URL', _closed_port_url())
+  # Where `load_disco103` and the download read them.
+  monkeypatch.setattr(lookup, 'repo_weights_path', lambda: loc.repo_file)
+  monkeypatch.setattr(published, 'DISCO103_URL', _closed_port_url())
   return loc
 
 
@@ -581,7 +584,7 @@ def test_default_cache_dir(monkeypatch, tmp_path):
 
 
 def test_repo_weights_path_is_next_to_the_package():
-  package_dir = pathlib.Path(weights.__file__).resolve().parent
+  package_dir = pathlib.Path(lookup.__file__).resolve().parents[1]
   assert _ORIGINAL_REPO_WEIGHTS_PATH() == (
       package_dir.parent / 'weights' / 'disco_103.npz'
   )
@@ -589,9 +592,9 @@ def test_repo_weights_path_is_next_to_the_package():
 
 def test_an_installed_package_has_no_repo_weights_path(monkeypatch, tmp_path):
   # As from a wheel: site-packages/disco/, with no pyproject.toml beside it.
-  installed = tmp_path / 'site-packages' / 'disco' / 'weights.py'
+  installed = tmp_path / 'site-packages' / 'disco' / 'weights' / 'lookup.py'
   installed.parent.mkdir(parents=True)
-  monkeypatch.setattr(weights, '__file__', str(installed))
+  monkeypatch.setattr(lookup, '__file__', str(installed))
   assert _ORIGINAL_REPO_WEIGHTS_PATH() is None
   (tmp_path / 'site-packages' / 'pyproject.toml').write_text('')
   assert _ORIGINAL_REPO_WEIGHTS_PATH() == (
@@ -608,7 +611,7 @@ def test_structure_is_checked_after_the_checksum(
   path = weights.save_update_rule_params(
       weights.unflatten_params(flat), tmp_path / 'odd.npz'
   )
-  monkeypatch.setattr(weights, 'DISCO103_SHA256', files.file_sha256(path))
+  monkeypatch.setattr(published, 'DISCO103_SHA256', files.file_sha256(path))
   with pytest.raises(weights.StructureError) as e:
     weights.load_disco103(path)
   message = str(e.value)
@@ -721,7 +724,7 @@ def test_interrupted_download_leaves_nothing(locations, real_bytes, server):
 
 
 def test_missing_everywhere_lists_every_place(locations):
-  url = weights.DISCO103_URL  # A closed localhost port (see `locations`).
+  url = published.DISCO103_URL  # A closed localhost port (see `locations`).
   with pytest.raises(weights.WeightsNotFoundError) as e:
     weights.load_disco103()
   message = str(e.value)
@@ -742,7 +745,7 @@ def test_missing_everywhere_lists_every_place(locations):
 def test_missing_everywhere_outside_a_checkout_names_only_the_cache(
     locations, monkeypatch
 ):
-  monkeypatch.setattr(weights, 'repo_weights_path', lambda: None)
+  monkeypatch.setattr(lookup, 'repo_weights_path', lambda: None)
   with pytest.raises(weights.WeightsNotFoundError) as e:
     weights.load_disco103()
   message = str(e.value)
@@ -774,6 +777,6 @@ def test_download_can_be_disabled(locations, server):
 def test_download_error_for_direct_calls(locations):
   with pytest.raises(weights.DownloadError) as e:
     weights.download_disco103()
-  assert e.value.url == weights.DISCO103_URL
+  assert e.value.url == published.DISCO103_URL
   assert isinstance(e.value, OSError)
   assert not locations.cache_dir.exists()

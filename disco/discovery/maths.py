@@ -23,7 +23,8 @@ from disco import replay as replay_lib
 from disco import types
 from disco import utils
 from disco.discovery import config as discovery_config
-from disco.meta_train import maths as meta_train
+from disco.meta_train import meta_agent
+from disco.meta_train import meta_gradient
 
 DiscoveryConfig = discovery_config.DiscoveryConfig
 _AXIS = devices.AXIS_NAME
@@ -46,7 +47,7 @@ class MemberState:
     episode_returns: [B] running returns of the acting environments.
   """
 
-  agent: meta_train.MetaTrainState
+  agent: meta_agent.MetaTrainState
   valid_env_state: Any
   valid_timestep: types.EnvironmentTimestep
   replay: replay_lib.ReplayState
@@ -91,7 +92,7 @@ class Group:
   ) -> None:
     self.member = member
     self.config = config
-    self.agent = meta_train.MetaTrainAgent(
+    self.agent = meta_agent.MetaTrainAgent(
         env=member.make_env(config.fresh_per_batch),
         agent_settings=config.agent_settings(),
         value_fn_config=config.value_fn_config(),
@@ -105,7 +106,7 @@ class Group:
     return self.member.label
 
   def _unroll(
-      self, state: meta_train.MetaTrainState, env: Any, env_state: Any,
+      self, state: meta_agent.MetaTrainState, env: Any, env_state: Any,
       timestep: Any, rng: chex.PRNGKey, rollout_len: int,
   ) -> tuple[types.ActorRollout, Any, Any]:  # fmt: skip
     rollout, _, timestep, env_state = acting.unroll_jittable_actor(
@@ -122,7 +123,7 @@ class Group:
 
   def _new_lifetime(
       self, rng: chex.PRNGKey, env_state: Any, env_timestep: Any
-  ) -> meta_train.MetaTrainState:
+  ) -> meta_agent.MetaTrainState:
     """A fresh agent and meta-value function; the environments go on."""
     fresh = self.agent.init_state(rng)
     return fresh.replace(env_state=env_state, env_timestep=env_timestep)
@@ -220,8 +221,10 @@ class Group:
         valid_key,
         2 * config.rollout_len,
     )
-    meta_gradient = meta_train.configured_meta_gradient(self.agent, config)
-    meta_grads, (agent_state, train_logs, meta_log) = meta_gradient(
+    meta_gradient_fn = meta_gradient.configured_meta_gradient(
+        self.agent, config
+    )
+    meta_grads, (agent_state, train_logs, meta_log) = meta_gradient_fn(
         update_rule_params,
         agent_state,
         train_rollouts,

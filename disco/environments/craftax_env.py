@@ -22,7 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from disco import types
-from disco.environments import gymnax_env
+from disco.environments import arguments
+from disco.environments import gymnax_api
 
 _INSTALL_HINT = 'pip install "disco-jax[craftax]"'
 _LAST = np.int32(dm_env.StepType.LAST)
@@ -70,12 +71,12 @@ class CraftaxState:
   """The batched environments' state and their achievement counts.
 
   Attributes:
-    env_state: the environments' states and keys (`gymnax_env.EnvState`).
+    env_state: the environments' states and keys (`gymnax_api.EnvState`).
     unlocked: [B, 22] int32, for each environment the episodes ended so
       far in it that unlocked each achievement.
   """
 
-  env_state: gymnax_env.EnvState
+  env_state: gymnax_api.EnvState
   unlocked: chex.Array
 
 
@@ -111,7 +112,7 @@ def _import_craftax() -> Any:
     ) from error
 
 
-class CraftaxEnvironment(gymnax_env.GymnaxApiEnvironment):
+class CraftaxEnvironment(gymnax_api.GymnaxApiEnvironment):
   """A batch of one Craftax environment; see the module docstring."""
 
   def __init__(
@@ -135,8 +136,8 @@ class CraftaxEnvironment(gymnax_env.GymnaxApiEnvironment):
       ValueError: unknown environment name, unknown `env_params` field or
         non-positive batch size.
     """
-    gymnax_env.check_batch_size(batch_size)
-    gymnax_env.check_env_name(
+    arguments.check_batch_size(batch_size)
+    arguments.check_env_name(
         env_name, ENV_NAMES, 'Craftax', '(symbolic, grid or classic pixels)'
     )
     craftax_env = _import_craftax()
@@ -148,7 +149,7 @@ class CraftaxEnvironment(gymnax_env.GymnaxApiEnvironment):
     env = craftax_env.make_craftax_env_from_name(made, auto_reset=False)
     params = env.default_params
     if env_params:
-      params = gymnax_env.replace_params(params, env_params, env_name)
+      params = arguments.replace_params(params, env_params, env_name)
     super().__init__(env, params, batch_size, name=env_name, auto_resets=False)
 
   def _observation(self, obs: chex.Array) -> chex.Array:
@@ -197,7 +198,7 @@ class CraftaxEnvironment(gymnax_env.GymnaxApiEnvironment):
 
   def _step(
       self, state: CraftaxState, actions: chex.Array
-  ) -> tuple[CraftaxState, types.EnvironmentTimestep, gymnax_env.Truncation]:
+  ) -> tuple[CraftaxState, types.EnvironmentTimestep, gymnax_api.Truncation]:
     env_state, timestep, reset_rngs, truncation = jax.vmap(
         self._single_env_step
     )(state.env_state, actions)

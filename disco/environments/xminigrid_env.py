@@ -10,7 +10,8 @@ from typing import Any
 import chex
 import jax.numpy as jnp
 
-from disco.environments import gymnax_env
+from disco.environments import arguments
+from disco.environments import gymnax_api
 
 _INSTALL_HINT = 'pip install "disco-jax[xminigrid]"'
 _XLAND_PREFIX = 'XLand-MiniGrid'
@@ -35,7 +36,7 @@ def _import_xminigrid() -> Any:
     ) from error
 
 
-class XMinigridEnvironment(gymnax_env.GymnaxApiEnvironment):
+class XMinigridEnvironment(gymnax_api.GymnaxApiEnvironment):
   """A batch of one xminigrid environment; see the module docstring."""
 
   def __init__(
@@ -58,9 +59,9 @@ class XMinigridEnvironment(gymnax_env.GymnaxApiEnvironment):
       ValueError: unknown environment name, unknown `env_params` field,
         non-positive batch size, or an XLand-MiniGrid id without a ruleset.
     """
-    gymnax_env.check_batch_size(batch_size)
+    arguments.check_batch_size(batch_size)
     xminigrid = _import_xminigrid()
-    gymnax_env.check_env_name(
+    arguments.check_env_name(
         env_name,
         list(xminigrid.registered_environments()),
         'xminigrid',
@@ -77,7 +78,7 @@ class XMinigridEnvironment(gymnax_env.GymnaxApiEnvironment):
       )
     env, params = xminigrid.make(env_name)
     if env_params:
-      params = gymnax_env.replace_params(params, env_params, env_name)
+      params = arguments.replace_params(params, env_params, env_name)
     super().__init__(env, params, batch_size, name=env_name, auto_resets=False)
 
   @property

@@ -6,6 +6,7 @@ learning curve (`EvalHistory`); `run_eval_seeds` runs several seeds.
 
 # pylint: disable=g-importing-member,useless-import-alias
 from disco.eval.config import ACTOR_CRITIC as ACTOR_CRITIC
+from disco.eval.config import CHECKPOINT_KIND as CHECKPOINT_KIND
 from disco.eval.config import DISCO as DISCO
 from disco.eval.config import EXECUTION_FIELDS as EXECUTION_FIELDS
 from disco.eval.config import POLICY_GRADIENT as POLICY_GRADIENT

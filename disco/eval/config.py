@@ -1,4 +1,4 @@
-"""What an evaluation run is: `EvalConfig` and the names of the rules.
+"""What an evaluation run is: `EvalConfig` and what its checkpoints keep.
 
 `disco.eval` re-exports everything here; the faithful loop
 (`disco.eval.loop`), the `fast=True` alias of the trainer
@@ -11,12 +11,16 @@ import dataclasses
 from typing import Any, ClassVar
 
 from disco import configs
+from disco import rules
 from disco.environments import registry
 
-DISCO = 'disco'
-ACTOR_CRITIC = 'actor_critic'
-POLICY_GRADIENT = 'policy_gradient'
-RULES = (DISCO, ACTOR_CRITIC, POLICY_GRADIENT)
+# The rules' names, here for `disco.eval`'s readers (`disco.rules`).
+ACTOR_CRITIC = rules.ACTOR_CRITIC
+DISCO = rules.DISCO
+POLICY_GRADIENT = rules.POLICY_GRADIENT
+RULES = rules.RULES
+# The kind of the faithful loop's checkpoints (`disco.run_checkpoints`).
+CHECKPOINT_KIND = 'disco-eval'
 
 # Fields that may change when a run resumes from a checkpoint: they decide
 # how long it runs, how often it checkpoints and how it is cut into calls,

@@ -6,7 +6,7 @@ Details and rationale: `docs/modules.md`.
 from collections.abc import Mapping, Sequence
 import pathlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 import warnings
 
 from disco import configs
@@ -16,13 +16,13 @@ from disco import learner
 from disco import loggers
 from disco import progress
 from disco import run_checkpoints
-from disco import truncation
 from disco import types
 from disco.devices import select_devices
 from disco.environments import registry
-from disco.eval import history as eval_history
+from disco.eval import fast
 from disco.eval import loop as eval_faithful
 from disco.eval.config import ACTOR_CRITIC
+from disco.eval.config import CHECKPOINT_KIND
 from disco.eval.config import DISCO
 from disco.eval.config import EXECUTION_FIELDS
 from disco.eval.config import POLICY_GRADIENT
@@ -36,10 +36,6 @@ from disco.learner import default_update_rule_params
 from disco.learner import make_agent_settings
 from disco.learner import make_value_function
 from disco.progress import ProgressFn
-
-if TYPE_CHECKING:
-  # disco.train imports disco.eval: at run time, imported where used.
-  from disco import train as train_lib  # pylint: disable=g-bad-import-order
 
 __all__ = [
     'ACTOR_CRITIC',
@@ -65,8 +61,8 @@ __all__ = [
 ]
 
 PathLike = files.PathLike
-# Checkpoints of `EvalConfig(fast=True)` runs: the trainer's state.
-FAST_CHECKPOINT_KIND = 'disco-eval-fast'
+FAST_CHECKPOINT_KIND = fast.FAST_CHECKPOINT_KIND
+to_train_config = fast.to_train_config
 
 
 def progress_bar(
@@ -230,44 +226,6 @@ def run_eval_seeds(
   )
 
 
-def to_train_config(config: EvalConfig) -> 'train_lib.TrainConfig':
-  """The `disco.train.TrainConfig` that `config` with `fast=True` runs.
-
-  The `colab` preset with `config`'s settings: the per-device learner
-  batch, buffer and `learning_starts` times the devices
-  (`select_devices`), the buffer rounded down to whole rollouts, one log
-  row per iteration, the reference's program and rounding
-  (`taken_action_gradients`, `forward_once` and `share_meta_inputs` off)
-  and its time limits, which end episodes
-  like terminations (`truncation='terminate'`). `buffer_seed` and
-  `store_behaviour_outs` have no counterpart (the trainer draws replay
-  positions with the run's keys, and keeps the logits alone).
-  """
-  # pylint: disable-next=g-import-not-at-top
-  from disco import train
-
-  devices = len(select_devices(config.num_envs, config.max_devices))
-  per_device = config.num_envs // devices
-  capacity = config.buffer_capacity // per_device * config.num_envs
-  shared = set(EvalConfig.field_names()) & set(train.TrainConfig.field_names())
-  changes = {name: getattr(config, name) for name in shared} | dict(
-      num_envs=config.num_envs,
-      learner_batch_size=config.learner_batch_size * devices,
-      replay_fraction=1.0,
-      buffer_capacity=capacity,
-      learning_starts=min(config.learning_starts * devices, capacity),
-      eval_every=0,
-      eval_envs=config.num_envs,
-      max_devices=devices,
-      taken_action_gradients=False,
-      forward_once=False,
-      share_meta_inputs=False,
-      truncation=truncation.TERMINATE,
-      log_every_iteration=True,
-  )
-  return train.preset('colab', **changes)
-
-
 def _logging_to(sink: loggers.Logger, log_fn: LogFn | None, rule: str) -> LogFn:
   """`log_fn` that also logs each row to `sink`, a series per rule and seed."""
 
@@ -315,28 +273,16 @@ def _run(
           DeprecationWarning,
           stacklevel=3,
       )
-      # pylint: disable-next=g-import-not-at-top
-      from disco.train import loop as train_loop
-
-      # The seeds through the trainer, `vmap`ped together.
-      train_config = to_train_config(config)
-      trainer = train_loop.get_trainer(train_config, seeds, update_rule_params)
-      checkpoints = trainer.checkpoints(
-          checkpoint_dir, config, kind=FAST_CHECKPOINT_KIND
-      )
-      checkpoints.peek(resume)
-      rows = eval_history.TrainRows(
-          config, progress_fn=progress_fn, log_fn=log_fn
-      )
-      result = trainer.run(
-          train_config,
-          checkpoints=checkpoints,
+      return fast.run_fast(
+          config,
+          seeds,
+          update_rule_params,
+          progress_fn=progress_fn,
+          log_fn=log_fn,
+          checkpoint_dir=checkpoint_dir,
           resume=resume,
-          log_fn=rows.log,
-          progress_fn=rows.progress,
           handle_interrupts=handle_interrupts,
       )
-      return rows.histories(result.logs, result.seeds, result.params)
     setup = learner.build(config, update_rule_params)
 
     def _checkpoints(run_setup: learner.Setup, run_seeds: list[int]):
@@ -353,6 +299,8 @@ def _run(
           run_seeds,
           run_setup.update_rule_params,
           run_setup.num_devices,
+          kind=CHECKPOINT_KIND,
+          execution_fields=EXECUTION_FIELDS,
       )
 
     def _recorder(

@@ -18,9 +18,9 @@ from disco.meta_train.loop import checkpoint_root as checkpoint_root
 from disco.meta_train.loop import progress_bar as progress_bar
 from disco.meta_train.loop import random_init_params as random_init_params
 from disco.meta_train.loop import run_meta_train as run_meta_train
-from disco.meta_train.maths import MetaTrainAgent as MetaTrainAgent
-from disco.meta_train.maths import MetaTrainState as MetaTrainState
-from disco.meta_train.maths import (
+from disco.meta_train.maths import meta_update as meta_update
+from disco.meta_train.meta_agent import MetaTrainAgent as MetaTrainAgent
+from disco.meta_train.meta_agent import MetaTrainState as MetaTrainState
+from disco.meta_train.meta_gradient import (
     calculate_meta_gradient as calculate_meta_gradient,
 )
-from disco.meta_train.maths import meta_update as meta_update

@@ -1,4 +1,4 @@
-"""`TrainConfig`: the settings of a training run, and its presets.
+"""`TrainConfig`: the settings of a training run (its presets: `presets`).
 
 Details and rationale: `docs/modules.md`.
 """
@@ -6,33 +6,18 @@ Details and rationale: `docs/modules.md`.
 from collections.abc import Mapping
 import dataclasses
 import fractions
-import math
 from typing import Any, ClassVar
 
 from disco import configs
-from disco import conv_nets
-from disco import frame_nets
 from disco import precision
+from disco import replay
+from disco import rules
 from disco import schedules
 from disco import truncation as truncation_lib
 from disco.environments import registry
-from disco.eval.config import DISCO
-from disco.eval.config import RULES
-from disco.networks import nets
+from disco.train import checks
 
-MLP_NETWORK = 'mlp'
-COLAB = 'colab'
-PAPER = 'paper'
-MINATAR = 'minatar'
-CRAFTAX = 'craftax'
-CRAFTAX_FRAMES = 'craftax_frames'
-# Convolutional agents (`disco.conv_nets`): a small one a CPU trains, the
-# same with each stacked frame embedded alone, and the paper's.
-CONV = 'conv'
-CONV_FRAMES = 'conv_frames'
-# The paper's evaluation protocols (its Extended Data Table 6).
-CRAFTER = 'crafter'
-ATARI = 'atari'
+MLP_NETWORK = checks.MLP_NETWORK
 
 # Fields that may change when a run resumes: they decide how long it runs,
 # how often it checkpoints and how it is cut into calls, never what an
@@ -191,7 +176,7 @@ class TrainConfig(
   }
 
   # Update rule.
-  rule: str = DISCO
+  rule: str = rules.DISCO
   update_rule_params: str | None = None
   # Environment and data.
   env: str = registry.CATCH
@@ -241,7 +226,7 @@ class TrainConfig(
 
   def __post_init__(self):
     check = configs.check
-    configs.check_fixed_rule(self, RULES, 'training')
+    configs.check_fixed_rule(self, rules.RULES, 'training')
     check(
         registry.is_jittable_name(self.env),
         'The trainer needs a jittable environment (catch, gymnax:<id>,'
@@ -306,37 +291,7 @@ class TrainConfig(
         0.0 <= self.replay_fraction <= 1.0,
         f'replay_fraction must lie in [0, 1], got {self.replay_fraction}.',
     )
-    if self.replay_per_slot:
-      pass  # Any number of environments: one learner step per rollout.
-    elif self.spread_fresh:
-      fresh = self.fresh_per_update
-      steps = self.num_envs / fresh if fresh else 1
-      check(
-          fresh == 0 or steps.denominator == 1,
-          f'num_envs ({self.num_envs}) over the fresh trajectories per'
-          f' learner step ({fresh} = learner_batch_size'
-          f' {self.learner_batch_size} x (1 - replay_fraction'
-          f' {self.replay_fraction})) must be whole, got {steps}: take'
-          f' num_envs a multiple of {fresh.numerator}.',
-      )
-    else:
-      fresh = self.fresh_per_batch
-      check(
-          fresh == 0 or self.num_envs % fresh == 0,
-          f'num_envs ({self.num_envs}) must be a multiple of the fresh'
-          f' trajectories per learner batch ({fresh} = learner_batch_size'
-          f' {self.learner_batch_size} - replayed {self.replay_per_batch}).',
-      )
-    check(
-        self.buffer_capacity % self.num_envs == 0,
-        f'buffer_capacity ({self.buffer_capacity}) must be a multiple of'
-        f' num_envs ({self.num_envs}).',
-    )
-    check(
-        self.learning_starts <= self.buffer_capacity,
-        f'learning_starts ({self.learning_starts}) must be at most'
-        f' buffer_capacity ({self.buffer_capacity}).',
-    )
+    checks.check_replay(self)
     check(
         self.compute_dtype in precision.COMPUTE_DTYPES,
         f'compute_dtype must be one of {", ".join(precision.COMPUTE_DTYPES)},'
@@ -358,61 +313,8 @@ class TrainConfig(
         f'Unknown agent_lr_schedule {self.agent_lr_schedule!r}; choose one'
         f' of {", ".join(schedules.SCHEDULES)}.',
     )
-    check(
-        isinstance(self.agent_network, str)
-        and self.agent_network in nets.network_names(),
-        f'Unknown agent_network {self.agent_network!r}; choose one of'
-        f' {", ".join(nets.network_names())} or register one with'
-        ' disco.networks.nets.register_network.',
-    )
-    if self.agent_network == conv_nets.NAME:
-      object.__setattr__(
-          self,
-          'agent_conv_channels',
-          configs.positive_ints(
-              'agent_conv_channels', self.agent_conv_channels
-          ),
-      )
-    else:
-      object.__setattr__(
-          self, 'agent_conv_channels', tuple(self.agent_conv_channels)
-      )
-      check(
-          self.agent_network != frame_nets.NAME or self.agent_frame_embedding,
-          f'agent_network {frame_nets.NAME!r} needs agent_frame_embedding > 0'
-          " (or name 'mlp' with agent_frame_embedding).",
-      )
-      check(
-          self.agent_network in (MLP_NETWORK, frame_nets.NAME)
-          or not self.agent_frame_embedding,
-          "agent_frame_embedding is the 'mlp' and 'conv' networks';"
-          f' agent_network is {self.agent_network!r}.',
-      )
-      check(
-          not self.agent_conv_channels,
-          "agent_conv_channels are the 'conv' network's; agent_network is"
-          f' {self.agent_network!r}.',
-      )
-    check(
-        self.agent_frame_embedding == 0 or self.frame_stack > 1,
-        'agent_frame_embedding embeds stacked frames: it needs frame_stack'
-        f' > 1, got {self.frame_stack}.',
-    )
-    if self.agent_lr_schedule == schedules.WARMUP_COSINE:
-      budget = self.num_steps * self.env_steps_per_step
-      decay = self.agent_lr_decay_env_steps
-      if not decay:
-        object.__setattr__(self, 'agent_lr_decay_env_steps', budget)
-      elif self.agent_lr_fit_budget and decay > budget:
-        warmup = round(self.agent_lr_warmup_env_steps * budget / decay)
-        object.__setattr__(self, 'agent_lr_warmup_env_steps', warmup)
-        object.__setattr__(self, 'agent_lr_decay_env_steps', budget)
-      check(
-          self.agent_lr_warmup_env_steps <= self.agent_lr_decay_env_steps,
-          'agent_lr_warmup_env_steps'
-          f' ({self.agent_lr_warmup_env_steps}) must be at most'
-          f' agent_lr_decay_env_steps ({self.agent_lr_decay_env_steps}).',
-      )
+    checks.check_network(self)
+    checks.fit_schedule(self)
     configs.set_sorted_settings(self)
     configs.set_network_sizes(self)
 
@@ -445,236 +347,13 @@ class TrainConfig(
     """Environment steps per iteration (over all environments)."""
     return self.num_envs * self.rollout_len
 
+  @property
+  def warmup_steps(self) -> int:
+    """Iterations that only fill the buffer, before the first learner step."""
+    return replay.iterations_before_learning(
+        self.learning_starts, self.num_envs
+    )
+
   def num_steps_for(self, env_steps: int) -> int:
     """The iterations that take at least `env_steps` environment steps."""
     return max(1, -(-int(env_steps) // self.env_steps_per_step))
-
-
-def _trajectories(env_steps: int, rollout_len: int, num_envs: int) -> int:
-  """Trajectories holding `env_steps` steps, up to a multiple of num_envs."""
-  return math.ceil(env_steps / rollout_len / num_envs) * num_envs
-
-
-# The paper's evaluation agents (Extended Data Table 6), field by field:
-# `test_train_protocols.py` holds the presets to it. Its replay buffer sizes
-# are read as environment steps (docs/training.md says why) and held as
-# whole rollouts of every environment; `num_envs` is ours: the table gives
-# none, and it must make `num_envs / fresh trajectories per update` whole.
-PAPER_PROTOCOLS: Mapping[str, Mapping[str, Any]] = {
-    CRAFTER: dict(
-        learning_rate=3e-4,
-        learning_rate_end=3e-4,
-        schedule=schedules.CONSTANT,
-        warmup_env_steps=0,
-        weight_decay=0.3,
-        max_abs_update=1.0,
-        discount=0.997,
-        frame_stack=32,
-        batch_size=24,
-        rollout_len=29,
-        replay_ratio=0.99,
-        buffer_env_steps=400_000,
-        env_steps=50_000_000,
-    ),
-    ATARI: dict(
-        learning_rate=3e-4,
-        learning_rate_end=0.0,
-        schedule=schedules.WARMUP_COSINE,
-        warmup_env_steps=5_000_000,
-        weight_decay=0.1,
-        max_abs_update=1.0,
-        discount=0.997,
-        frame_stack=4,
-        batch_size=96,
-        rollout_len=29,
-        replay_ratio=0.95,
-        buffer_env_steps=1_760_000,
-        env_steps=200_000_000,
-    ),
-}
-# The paper does not say how many environment steps feed a learner step.
-# Each protocol's preset reads its replay ratio as the fresh share of every
-# batch (`spread_fresh`: 1% of 24 trajectories at 0.99, about 7 steps per
-# update); the `..._rollout_per_update` presets as the chance that a batch
-# slot is replayed, each learner step following one rollout of every
-# environment (`replay_per_slot`: 8 x 29 = 232 steps per update).
-CRAFTER_ROLLOUT_PER_UPDATE = 'crafter_rollout_per_update'
-ATARI_ROLLOUT_PER_UPDATE = 'atari_rollout_per_update'
-# Each protocol preset's table.
-PROTOCOL_PRESETS: Mapping[str, str] = {
-    CRAFTER: CRAFTER,
-    ATARI: ATARI,
-    CRAFTER_ROLLOUT_PER_UPDATE: CRAFTER,
-    ATARI_ROLLOUT_PER_UPDATE: ATARI,
-}
-# Environments per iteration: for the fresh shares, the fewest that make
-# the learner steps whole; for the drawn slots, the 8 of a public run of
-# the reference on Craftax-Classic (ours: the table gives none).
-PROTOCOL_NUM_ENVS = {
-    CRAFTER: 6,
-    ATARI: 24,
-    CRAFTER_ROLLOUT_PER_UPDATE: 8,
-    ATARI_ROLLOUT_PER_UPDATE: 8,
-}
-
-
-def protocol_buffer(name: str, num_envs: int, rollout_len: int) -> int | None:
-  """Preset `name`'s buffer in trajectories, if a paper protocol's, else None.
-
-  The table's environment steps, up to whole rollouts of `num_envs`
-  environments of `rollout_len` steps.
-  """
-  if name not in PROTOCOL_PRESETS:
-    return None
-  table = PAPER_PROTOCOLS[PROTOCOL_PRESETS[name]]
-  return _trajectories(table['buffer_env_steps'], rollout_len, num_envs)
-
-
-def _protocol_preset(name: str) -> dict[str, Any]:
-  table = PAPER_PROTOCOLS[PROTOCOL_PRESETS[name]]
-  num_envs = PROTOCOL_NUM_ENVS[name]
-  per_slot = name in (CRAFTER_ROLLOUT_PER_UPDATE, ATARI_ROLLOUT_PER_UPDATE)
-  return dict(
-      num_envs=num_envs,
-      rollout_len=table['rollout_len'],
-      learner_batch_size=table['batch_size'],
-      replay_fraction=table['replay_ratio'],
-      spread_fresh=not per_slot,
-      replay_per_slot=per_slot,
-      buffer_capacity=protocol_buffer(name, num_envs, table['rollout_len']),
-      learning_starts=table['batch_size'],
-      discount=table['discount'],
-      frame_stack=table['frame_stack'],
-      agent_learning_rate=table['learning_rate'],
-      agent_lr_schedule=table['schedule'],
-      agent_learning_rate_end=table['learning_rate_end'],
-      agent_lr_warmup_env_steps=table['warmup_env_steps'],
-      agent_lr_decay_env_steps=(
-          table['env_steps']
-          if table['schedule'] == schedules.WARMUP_COSINE
-          else 0
-      ),
-      agent_lr_fit_budget=table['schedule'] == schedules.WARMUP_COSINE,
-      agent_weight_decay=table['weight_decay'],
-      agent_max_abs_update=table['max_abs_update'],
-  )
-
-
-PRESETS: Mapping[str, Mapping[str, Any]] = {
-    COLAB: {},
-    PAPER: dict(
-        num_envs=10,
-        learner_batch_size=96,
-        replay_fraction=0.9,
-        buffer_capacity=1000,
-        learning_starts=96,
-        agent_learning_rate=3e-4,
-    ),
-    **{name: _protocol_preset(name) for name in PROTOCOL_PRESETS},
-}
-
-
-# Every agent sets the network's fields, so that one replaces another whole.
-_MLP = dict(
-    agent_network=MLP_NETWORK, agent_conv_channels=(), agent_frame_embedding=0
-)
-
-AGENTS: Mapping[str, Mapping[str, Any]] = {
-    COLAB: dict(
-        agent_dense=(512, 512),
-        agent_lstm_size=128,
-        agent_head_mlp_hiddens=(128,),
-        **_MLP,
-    ),
-    MINATAR: dict(
-        agent_dense=(256, 256),
-        agent_lstm_size=64,
-        agent_head_mlp_hiddens=(64,),
-        **_MLP,
-    ),
-    CRAFTAX: dict(
-        agent_dense=(512, 512),
-        agent_lstm_size=64,
-        agent_head_mlp_hiddens=(64,),
-        **_MLP,
-    ),
-    # For stacked Craftax frames (`frame_stack` > 1): each frame embedded
-    # by one shared layer, then the `craftax` torso over the embeddings.
-    CRAFTAX_FRAMES: dict(
-        agent_dense=(512, 512),
-        agent_lstm_size=64,
-        agent_head_mlp_hiddens=(64,),
-        agent_network=MLP_NETWORK,
-        agent_conv_channels=(),
-        agent_frame_embedding=64,
-    ),
-    # Residual convolutional sections over image observations, frames
-    # stacked on the channels (MinAtar, Craftax pixels or grid).
-    CONV: dict(
-        agent_network=conv_nets.NAME,
-        agent_conv_channels=(16, 32, 32),
-        agent_dense=(256,),
-        agent_lstm_size=64,
-        agent_head_mlp_hiddens=(64,),
-        agent_frame_embedding=0,
-    ),
-    # `craftax_frames` with the convolutions as each frame's embedding:
-    # for many stacked frames on a CPU (the Craftax-Classic grid).
-    CONV_FRAMES: dict(
-        agent_network=conv_nets.NAME,
-        agent_conv_channels=(16, 32, 32),
-        agent_dense=(512, 512),
-        agent_lstm_size=64,
-        agent_head_mlp_hiddens=(64,),
-        agent_frame_embedding=64,
-    ),
-    # The paper's evaluation agent (its Methods, on Atari): residual
-    # sections of 256, 384, 384 and 256 channels, a 768-wide layer, an
-    # action-conditional LSTM of 1,024 and 1,024-wide heads.
-    PAPER: dict(
-        agent_network=conv_nets.NAME,
-        agent_conv_channels=(256, 384, 384, 256),
-        agent_dense=(768,),
-        agent_lstm_size=1024,
-        agent_head_mlp_hiddens=(1024,),
-        agent_frame_embedding=0,
-    ),
-}
-
-
-def agent_fields(name: str) -> dict[str, Any]:
-  """The `agent_*` fields of agent `name` (see the module docstring).
-
-  Raises:
-    configs.ConfigError: an unknown agent.
-  """
-  if name not in AGENTS:
-    raise configs.ConfigError(
-        f'Unknown agent {name!r}; choose one of {", ".join(AGENTS)}.'
-    )
-  return dict(AGENTS[name])
-
-
-def preset(
-    name: str, *, agent: str | None = None, **changes: Any
-) -> TrainConfig:
-  """The config of preset `name` with agent `agent`'s sizes and `changes`.
-
-  A paper protocol's buffer follows a change of `num_envs` or `rollout_len`
-  (the table's environment steps, up to whole rollouts of every
-  environment) unless `changes` sets `buffer_capacity` itself.
-
-  Raises:
-    configs.ConfigError: an unknown preset or agent, or an invalid change.
-  """
-  if name not in PRESETS:
-    raise configs.ConfigError(
-        f'Unknown preset {name!r}; choose one of {", ".join(PRESETS)}.'
-    )
-  sizes = agent_fields(agent) if agent is not None else {}
-  fields = dict(PRESETS[name]) | sizes | changes
-  if name in PROTOCOL_PRESETS and 'buffer_capacity' not in changes:
-    fields['buffer_capacity'] = protocol_buffer(
-        name, fields['num_envs'], fields['rollout_len']
-    )
-  return TrainConfig(**fields)

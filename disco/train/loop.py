@@ -1,7 +1,8 @@
-"""The trainer's host loop: `Trainer` (programs, state, chunks), `run_train`.
+"""The trainer's host loop: `Trainer` (programs, state, chunks).
 
-The per-device program is in `disco.train.program`, the log rows in
-`disco.train.rows`.
+`disco.train.run` runs it (`run_train`); the per-device program is in
+`disco.train.program`, the log rows in `disco.train.rows`, the result in
+`disco.train.result`.
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -12,7 +13,6 @@ import pathlib
 import time
 from typing import Any
 
-import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,107 +22,23 @@ from disco import configs
 from disco import devices as devices_lib
 from disco import files
 from disco import learner
-from disco import loggers
 from disco import logs as logs_lib
-from disco import metrics
 from disco import progress
 from disco import run_checkpoints
 from disco import runtime
 from disco import types
 from disco.train import program
 from disco.train import rows as rows_lib
-from disco.train.config import AGENTS
-from disco.train.config import EXECUTION_FIELDS
-from disco.train.config import PRESETS
 from disco.train.config import TrainConfig
-from disco.train.config import agent_fields
-from disco.train.config import preset
 from disco.train.program import TrainState
-
-__all__ = [
-    'AGENTS',
-    'PRESETS',
-    'TrainConfig',
-    'TrainResult',
-    'TrainState',
-    'Trainer',
-    'agent_fields',
-    'preset',
-    'run_train',
-]
+from disco.train.result import TrainResult
 
 _AXIS = devices_lib.AXIS_NAME
-CHECKPOINT_KIND = 'disco-train'
 
 # (seed, row) -> None: one log row per seed and chunk (or iteration).
 LogFn = Callable[[int, Mapping[str, float]], None]
 # A chunk program: (learns, rows kept per iteration; 0 sums the iterations).
 _ProgramKey = tuple[bool, int]
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainResult:
-  """What `run_train` returns.
-
-  Attributes:
-    config: the run's settings.
-    seeds: the seeds, in the order of `params` and of the logs' 'seed'.
-    logs: one row per seed and chunk (with `config.log_every_iteration`,
-      per seed and iteration; and per evaluation at step 0), as columns:
-      'seed', 'step' (iterations done), 'env_steps', 'learner_steps',
-      'train_return' (mean return of the training episodes that ended in
-      the chunk; NaN if none), 'train_episodes', 'eval_return' (mean return
-      of the evaluation episodes run at the chunk's end; NaN when none
-      ran), 'eval_episodes', 'elapsed' (seconds since the run started or
-      resumed) and the learner's logs averaged over the chunk
-      ('logs/<name>', NaN before learning starts).
-    params: the agents' final network parameters, one tree per seed.
-    num_devices: the devices the run used.
-  """
-
-  config: TrainConfig
-  seeds: tuple[int, ...]
-  logs: dict[str, np.ndarray]
-  params: list[hk.Params]
-  num_devices: int
-
-  def final_training(
-      self, seed: int, fraction: float = metrics.FINAL_FRACTION
-  ) -> dict[str, float]:
-    """Crafter's measures of `seed`'s training episodes in the last steps.
-
-    The average return of the training episodes that ended in the rows
-    after `1 - fraction` of the run's environment steps, and where the
-    environment counts achievements (Craftax-Classic) their Crafter score
-    and success rates (`metrics.final_training_measures`).
-    """
-    # Every row but the evaluation before the first iteration.
-    rows = (self.logs['seed'] == seed) & (self.logs['step'] > 0)
-    names = tuple(
-        k[len(rows_lib.UNLOCKED) :]
-        for k in self.logs
-        if k.startswith(rows_lib.UNLOCKED)
-    )
-    unlocked = None
-    if names:
-      unlocked = np.stack(
-          [self.logs[rows_lib.UNLOCKED + n][rows] for n in names], axis=1
-      )
-    return metrics.final_training_measures(
-        self.logs['env_steps'][rows],
-        self.logs['train_return'][rows],
-        self.logs['train_episodes'][rows],
-        unlocked,
-        names,
-        fraction,
-    )
-
-  def curve(self, seed: int, column: str) -> tuple[np.ndarray, np.ndarray]:
-    """(env_steps, values) of `column` for `seed`, without NaN rows."""
-    rows = self.logs['seed'] == seed
-    x, y = self.logs['env_steps'][rows], self.logs[column][rows]
-    keep = ~np.isnan(y)
-    return x[keep], y[keep]
 
 
 def select_devices(config: TrainConfig) -> tuple[jax.Device, ...]:
@@ -245,9 +161,8 @@ class Trainer:
     return placed
 
   def num_warmup_steps(self) -> int:
-    """Iterations that only act: the buffer holds (i + 1) N after i + 1."""
-    config = self.config
-    return -(-config.learning_starts // config.num_envs) - 1
+    """Iterations that only act (`TrainConfig.warmup_steps`)."""
+    return self.config.warmup_steps
 
   def checkpoints(
       self,
@@ -296,7 +211,7 @@ class Trainer:
     With `handle_interrupts`, the first Ctrl-C or SIGTERM finishes the
     chunk, checkpoints and raises `interrupts.Interrupted`.
     """
-    if _program_config(config) != _program_config(self.config):
+    if program_config(config) != program_config(self.config):
       raise ValueError('config needs other programs than this trainer has.')
     with runtime.stop_on_interrupt('chunk', handle_interrupts) as stop:
       ckpt = checkpoints.latest(resume)
@@ -454,7 +369,7 @@ class Trainer:
 
 
 # The fields the programs do not depend on, and the value the cache uses.
-_NEUTRAL = {
+NEUTRAL_FIELDS = {
     name: getattr(TrainConfig(), name)
     for name in (
         'num_steps',
@@ -467,101 +382,6 @@ _NEUTRAL = {
 }
 
 
-def _program_config(config: TrainConfig) -> TrainConfig:
+def program_config(config: TrainConfig) -> TrainConfig:
   """`config` with the fields the programs do not depend on reset."""
-  return config.replace(**_NEUTRAL)
-
-
-# A `Trainer` (its compiled programs) shared by runs of one setting: e.g. a
-# run and its resumption with a larger `num_steps` compile once.
-_TRAINERS = runtime.ProgramCache(Trainer, neutral=_NEUTRAL)
-
-
-def get_trainer(
-    config: TrainConfig,
-    seeds: Sequence[int],
-    update_rule_params: types.MetaParams | None = None,
-) -> Trainer:
-  """The `Trainer` of `config` for `seeds` (shared while the rule's default)."""
-  if update_rule_params is None:
-    return _TRAINERS(config, tuple(int(s) for s in seeds))
-  return Trainer(config, seeds, update_rule_params)
-
-
-def run_train(
-    config: TrainConfig,
-    *,
-    num_seeds: int = 1,
-    update_rule_params: types.MetaParams | None = None,
-    progress_fn: progress.ProgressFn | None = None,
-    log_fn: LogFn | None = None,
-    checkpoint_dir: files.PathLike | None = None,
-    resume: bool = False,
-    handle_interrupts: bool = False,
-    logger: loggers.LoggerArg = None,
-    log_dir: files.PathLike | None = None,
-) -> TrainResult:
-  """Trains `num_seeds` agents (seeds `config.seed`, `config.seed + 1`, ...).
-
-  Args:
-    config: the run's settings, e.g. `preset('paper', env=...)`.
-    num_seeds: agents trained together, `vmap`ped in one program.
-    update_rule_params: the rule's parameters; None loads them from
-      `config.update_rule_params` (Disco103 by default; placeholders for
-      the baselines).
-    progress_fn: called after each chunk with the iterations done and the
-      first seed's log row (with `config.log_every_iteration`, once per
-      iteration of the chunk, with that iteration's row).
-    log_fn: called as `log_fn(seed, row)` with each seed's row of each chunk
-      (or iteration; see `TrainResult.logs`). Not called for rows restored
-      from a checkpoint.
-    checkpoint_dir: if set, checkpoints go there (see
-      `config.checkpoint_every`).
-    resume: continue from the newest checkpoint in `checkpoint_dir` (or
-      start afresh if there is none). Only `train_config.EXECUTION_FIELDS`
-      may differ from the checkpoint's config.
-    handle_interrupts: the first Ctrl-C or SIGTERM finishes the current
-      chunk, checkpoints and raises `interrupts.Interrupted`.
-    logger: where each seed's rows also go, as series 'seed_<s>' at their
-      'step': sink names ('csv', 'tensorboard', 'wandb'; written under
-      `log_dir`) and/or `disco.loggers.Logger` objects (see
-      `disco.loggers`). Rows restored from a checkpoint are not logged.
-    log_dir: the directory the named sinks write in.
-
-  Returns:
-    The `TrainResult`, rows restored from a checkpoint included.
-
-  Raises:
-    ValueError: `resume` without `checkpoint_dir`, or update-rule
-      parameters that do not fit the rule (`files.TreeMismatchError`,
-      naming the leaves).
-    checkpoint.CheckpointError: checkpoints present without `resume`, of
-      another run, or corrupt.
-  """
-  if resume and checkpoint_dir is None:
-    raise ValueError('resume=True needs a checkpoint_dir.')
-  seeds = tuple(config.seed + i for i in range(int(num_seeds)))
-  trainer = get_trainer(config, seeds, update_rule_params)
-  with loggers.open_logger(
-      logger, log_dir, resume=resume, config=config
-  ) as sink:
-
-    def _log(seed: int, row: Mapping[str, float]) -> None:
-      if log_fn is not None:
-        log_fn(seed, row)
-      scalars = loggers.scalars_of(row, 'seed', 'step')
-      sink.log(int(row['step']), scalars, f'seed_{seed}')
-
-    return trainer.run(
-        config,
-        checkpoints=trainer.checkpoints(
-            checkpoint_dir,
-            config,
-            kind=CHECKPOINT_KIND,
-            execution_fields=EXECUTION_FIELDS,
-        ),
-        resume=resume,
-        log_fn=_log,
-        progress_fn=progress_fn,
-        handle_interrupts=handle_interrupts,
-    )
+  return config.replace(**NEUTRAL_FIELDS)

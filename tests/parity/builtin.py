@@ -27,7 +27,9 @@ import jax
 import numpy as np
 
 from tests.parity import golden
-from tests.parity import record
+from tests.parity.recorder import calls
+from tests.parity.recorder import colab
+from tests.parity.recorder import kinds
 
 NAME = 'builtin'
 SPEC_FILE = pathlib.Path(__file__).with_name('builtin_spec.json')
@@ -173,7 +175,7 @@ def _boards(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
 
 # --- Inputs the reference produces -------------------------------------------
 # Each takes (ref, draws) and returns some of the case's inputs; the rest are
-# drawn. `ref` is tests.parity.record's namespace of reference modules.
+# drawn. `ref`: the reference's modules (recorder/reference.py).
 
 
 def _rollout(
@@ -219,16 +221,16 @@ def _rollouts_of(
 def _agent_case(ref, draws: Draws) -> dict[str, np.ndarray]:
   """Small and full agents: init key, reset timestep, their own rollouts."""
   config = draws.config
-  agent, _ = record.make_agent(ref, config)
-  env = record.catch(
+  agent, _ = calls.make_agent(ref, config)
+  env = calls.catch(
       ref, config['batch'], config['catch_rows'], config['catch_columns']
   )
   out = {'inputs/init_rng': draws.prng_key('inputs/init_rng')}
   params = jax.jit(agent.initial_learner_state)(out['inputs/init_rng']).params
   if 'inputs/actor_step/rng' in draws.inputs:
     _, timestep = jax.jit(env.reset)(jax.random.PRNGKey(draws.seed + 100))
-    out.update(record.flat('inputs/actor_step/timestep', timestep))
-  num = count_of(draws.inputs, 'inputs/rollouts')
+    out.update(calls.flat('inputs/actor_step/timestep', timestep))
+  num = calls.count(draws.inputs, 'inputs/rollouts')
   names = [f'inputs/rollouts/{i}/' for i in range(num)] or ['inputs/rollout/']
   length = draws.inputs[f'{names[0]}actions'][0][0]
   out.update(_rollouts_of(agent, params, env, names, length, draws.seed))
@@ -241,18 +243,9 @@ def _value_function(ref, draws: Draws) -> dict[str, np.ndarray]:
   agent_config = dict(
       config, agent_settings=config['rollout_agent']['settings']
   )
-  out = _agent_case(
-      ref,
-      Draws(
-          draws.name,
-          dict(
-              config=agent_config,
-              inputs={
-                  k: v for k, v in draws.inputs.items() if '/rollouts/' in k
-              },
-          ),
-      ),
-  )
+  rollouts = {k: v for k, v in draws.inputs.items() if '/rollouts/' in k}
+  entry = dict(config=agent_config, inputs=rollouts)
+  out = _agent_case(ref, Draws(draws.name, entry))
   out['inputs/dummy_observation/observation'] = np.zeros(
       draws.inputs['inputs/dummy_observation/observation'][0], np.float32
   )
@@ -262,7 +255,7 @@ def _value_function(ref, draws: Draws) -> dict[str, np.ndarray]:
 def _unroll_meta_net(ref, draws: Draws) -> dict[str, np.ndarray]:
   """Agent params, a meta state, and rollouts with the online outputs."""
   config = draws.config
-  agent = record.spec_agent(ref, config)
+  agent = calls.spec_agent(ref, config)
   init = jax.jit(agent.initial_learner_state)
   params = init(jax.random.PRNGKey(draws.seed)).params
   other = init(jax.random.PRNGKey(draws.seed + 1000)).params
@@ -274,16 +267,16 @@ def _unroll_meta_net(ref, draws: Draws) -> dict[str, np.ndarray]:
       lambda p, q: 0.7 * p + 0.3 * q, params, other
   )
   out = {
-      **record.flat('inputs/params', params),
-      **record.flat('inputs/meta_state', meta_state),
+      **calls.flat('inputs/params', params),
+      **calls.flat('inputs/meta_state', meta_state),
   }
   batch, length = config['B'], config['T'] + 1
   rows, columns = config['single_observation_spec']['observation'][:2]
-  env = record.catch(ref, batch, rows, columns)
+  env = calls.catch(ref, batch, rows, columns)
   env_state, timestep = jax.jit(env.reset)(jax.random.PRNGKey(draws.seed + 100))
   env_step = jax.jit(env.step)
   unroll = jax.jit(agent._network.unroll)  # pylint: disable=protected-access
-  for i in range(count_of(draws.inputs, 'inputs/rollout')):
+  for i in range(calls.count(draws.inputs, 'inputs/rollout')):
     prefix = f'inputs/rollout/{i}'
     rng = draws.rng(prefix)
     observations, actions, rewards, step_types = [], [], [], []
@@ -307,18 +300,18 @@ def _unroll_meta_net(ref, draws: Draws) -> dict[str, np.ndarray]:
             f'{prefix}/behaviour_agent_out/logits'
         ),
     })
-    out.update(record.flat(f'{prefix}/agent_out', agent_out))
+    out.update(calls.flat(f'{prefix}/agent_out', agent_out))
   return {k: v for k, v in out.items() if k in draws.inputs}
 
 
 def _meta_gradient(ref, draws: Draws) -> dict[str, np.ndarray]:
   """The colab's initial agent state, and its own train/valid rollouts."""
   config = draws.config
-  _, agent = record.meta_train_agent(ref, config)
+  _, agent = colab.meta_train_agent(ref, config)
   state = agent.init_state(jax.random.PRNGKey(draws.seed))
   out = {
-      **record.flat('inputs/agent_state/learner_state', state.learner_state),
-      **record.flat('inputs/agent_state/value_state', state.value_state),
+      **calls.flat('inputs/agent_state/learner_state', state.learner_state),
+      **calls.flat('inputs/agent_state/value_state', state.value_state),
       'inputs/rng': draws.prng_key('inputs/rng'),
   }
   params = state.learner_state.params
@@ -345,22 +338,13 @@ def _meta_gradient(ref, draws: Draws) -> dict[str, np.ndarray]:
   return {k: v for k, v in out.items() if k in draws.inputs}
 
 
-def count_of(inputs: Mapping[str, Any], prefix: str) -> int:
-  return len({
-      k[len(prefix) + 1 :].split('/')[0]
-      for k in inputs
-      if k.startswith(prefix + '/')
-  })
-
-
+# By kind (recorder/kinds.py: what a case's config says it is, not its name).
 _PRODUCED: dict[str, Callable[[Any, Draws], dict[str, np.ndarray]]] = {
-    'agent_actor_critic_small': _agent_case,
-    'agent_disco_small': _agent_case,
+    'agent_small': _agent_case,
     'agent_full_eval_config': _agent_case,
     'value_function': _value_function,
     'disco_unroll_meta_net': _unroll_meta_net,
-    'meta_gradient_disco103': _meta_gradient,
-    'meta_gradient_random': _meta_gradient,
+    'meta_gradient': _meta_gradient,
 }
 
 
@@ -368,7 +352,7 @@ def generate(ref, name: str) -> dict[str, np.ndarray]:
   """The case's inputs: drawn, or produced by the reference.
 
   Args:
-    ref: the reference's modules (`record.load_reference`).
+    ref: the reference's modules (`reference.load_reference`).
     name: the case.
 
   Returns:
@@ -379,7 +363,8 @@ def generate(ref, name: str) -> dict[str, np.ndarray]:
   """
   entry = load()[name]
   draws = Draws(name, entry)
-  produced = _PRODUCED.get(name)
+  kind = kinds.kind_of(entry['config'], entry['inputs'], name)
+  produced = _PRODUCED.get(kind.name)
   out = dict(produced(ref, draws)) if produced else {}
   for key in entry['inputs']:
     if key not in out:

@@ -22,6 +22,7 @@ from disco import agent as agent_lib
 from disco import meta_train as meta_train_api
 from disco import optimizers
 from disco.meta_train import maths as meta_train
+from disco.meta_train import meta_gradient
 from disco.update_rules import disco as disco_rule
 from disco.update_rules import input_transforms
 from disco.value_fns import value_utils
@@ -155,9 +156,10 @@ def _meta_loss_entropy_sign(mp: pytest.MonkeyPatch) -> None:
     cost = kwargs.pop('policy_entropy_cost', meta_train.POLICY_ENTROPY_COST)
     return original(*args, policy_entropy_cost=-cost, **kwargs)
 
-  # Where `meta_update` reads it, and where the package re-exports it (the
-  # parity tests call `disco.meta_train.calculate_meta_gradient`).
-  for module in (meta_train, meta_train_api):
+  # Where `meta_update` reads it (`meta_gradient`), and where `maths` and the
+  # package re-export it (the parity tests call
+  # `disco.meta_train.calculate_meta_gradient`).
+  for module in (meta_gradient, meta_train, meta_train_api):
     mp.setattr(module, 'calculate_meta_gradient', calculate_meta_gradient)
 
 

@@ -7,8 +7,9 @@ therefore come in sets, one per machine they were recorded on: the set in
 set's `PLATFORM.json` says what it was recorded on (vendor, ISA level, and
 CPU family and model where known), its cases' JSON the jaxlib version. This
 machine is read from the system in the same fields, and a set *matches* it
-when every field the set recorded is this machine's (`matches`). A run has
-one of two modes:
+when every field the set recorded is this machine's (`matches`;
+`machines.py` reads and matches kinds of machine). A run has one of two
+modes:
 
 * `native`: against the set that matches this machine, at the tight
   tolerances that hold there (bit for bit where the reference is
@@ -43,12 +44,19 @@ import functools
 import json
 import os
 import pathlib
-import platform as platform_lib
 import sys
 from typing import Any
 
-import jax
-import jaxlib
+from tests.parity import machines
+
+# pylint: disable=g-importing-member,useless-import-alias
+from tests.parity.machines import IDENTITY_FIELDS as IDENTITY_FIELDS
+from tests.parity.machines import PLATFORM_FILE as PLATFORM_FILE
+from tests.parity.machines import Machine as Machine
+from tests.parity.machines import machine_from_record as machine_from_record
+from tests.parity.machines import matches as matches
+from tests.parity.machines import parse_cpuinfo as parse_cpuinfo
+from tests.parity.machines import read_machine as read_machine
 
 PARITY_DIR_ENV = 'DISCO_PARITY_DIR'
 MODE_ENV = 'DISCO_PARITY_MODE'
@@ -60,57 +68,14 @@ CROSS = 'cross'
 _MODES = ('auto', NATIVE, CROSS)
 
 PLATFORMS_SUBDIR = 'platforms'
-PLATFORM_FILE = 'PLATFORM.json'
 # The name of the set in `$DISCO_PARITY_DIR` itself when its PLATFORM.json
 # names none, and the earlier name of its kind (`DISCO_PARITY_PLATFORM`).
 MAIN_SET = 'main'
 _ALIASES = {'avx512': MAIN_SET}
 
-# The fields that identify a kind of machine, in the order they are shown.
-# A set that records a field matches only machines with the same value.
-IDENTITY_FIELDS = (
-    'backend',
-    'device_kind',
-    'arch',
-    'vendor_id',
-    'isa',
-    'cpu_family',
-    'model',
-    'jaxlib',
-)
-# Without these a recorded platform is too vague to match anything.
-_REQUIRED = {'cpu': ('vendor_id', 'isa')}
-_INT_FIELDS = ('cpu_family', 'model')
-
 
 class SelectionError(Exception):
   """The requested mode or set cannot be had here (message says why)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Machine:
-  """A kind of machine, as read from the system or a PLATFORM.json.
-
-  Attributes:
-    fields: identity fields (`IDENTITY_FIELDS`) that are known.
-    flags: CPU feature flags known to be present (None: not known, as for
-      a machine named by its fields alone).
-    absent: CPU feature flags known to be absent.
-    name: a free-text name for reports (a CPU's model name, a kind).
-  """
-
-  fields: Mapping[str, Any]
-  flags: frozenset[str] | None = None
-  absent: frozenset[str] = frozenset()
-  name: str = ''
-
-  def describe(self) -> str:
-    known = ', '.join(
-        f'{k}={self.fields[k]}' for k in IDENTITY_FIELDS if k in self.fields
-    )
-    if self.name and known:
-      return f'{self.name} ({known})'
-    return self.name or known or 'unknown'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,125 +90,11 @@ class GoldenSet:
 
   name: str
   directory: pathlib.Path
-  recorded: Machine | None
-
-
-def _isa(flags: frozenset[str]) -> str:
-  if 'avx512f' in flags:
-    return 'avx512'
-  if 'avx2' in flags:
-    return 'avx2'
-  return 'x86'
-
-
-def parse_cpuinfo(text: str) -> dict[str, str]:
-  """The first processor's `key: value` lines of /proc/cpuinfo text."""
-  info = {}
-  for line in text.splitlines():
-    if not line.strip():
-      if info:
-        break
-      continue
-    key, sep, value = line.partition(':')
-    if sep:
-      info.setdefault(key.strip(), value.strip())
-  return info
-
-
-def _cpuinfo() -> dict[str, str]:
-  try:
-    return parse_cpuinfo(pathlib.Path('/proc/cpuinfo').read_text())
-  except OSError:
-    return {}
-
-
-def read_machine() -> Machine:
-  """This machine, from JAX's backend and version and /proc/cpuinfo."""
-  backend = jax.default_backend()
-  if backend != 'cpu':
-    kind = jax.devices()[0].device_kind
-    fields = dict(backend=backend, device_kind=kind, jaxlib=jaxlib.__version__)
-    return Machine(fields=fields, name=kind)
-  arch = platform_lib.machine().lower()
-  arch = {'amd64': 'x86_64', 'aarch64': 'arm64'}.get(arch, arch)
-  fields: dict[str, Any] = dict(
-      backend='cpu', arch=arch, jaxlib=jaxlib.__version__
-  )
-  info = _cpuinfo()
-  text = info.get('flags', info.get('Features'))
-  flags = frozenset(text.split()) if text is not None else None
-  if 'vendor_id' in info:
-    fields['vendor_id'] = info['vendor_id']
-  if arch == 'x86_64' and flags:
-    fields['isa'] = _isa(flags)
-  for field, key in (('cpu_family', 'cpu family'), ('model', 'model')):
-    if info.get(key, '').isdigit():
-      fields[field] = int(info[key])
-  return Machine(fields=fields, flags=flags, name=info.get('model name', ''))
-
-
-def machine_from_record(record: Mapping[str, Any]) -> Machine:
-  """The machine a PLATFORM.json (or `DISCO_PARITY_PLATFORM` fields) names."""
-  fields = {k: record[k] for k in IDENTITY_FIELDS if k in record}
-  fields.setdefault('backend', 'cpu')
-  if fields.get('isa') in ('avx2', 'avx512', 'x86'):
-    fields.setdefault('arch', 'x86_64')
-  for k in _INT_FIELDS:
-    if k in fields:
-      fields[k] = int(fields[k])
-  flags = frozenset(record.get('cpu_flags_known', ()))
-  if 'isa' in fields and fields['isa'] != 'x86':
-    flags |= {'avx512': {'avx512f', 'avx2'}, 'avx2': {'avx2'}}.get(
-        fields['isa'], set()
-    )
-  return Machine(
-      fields=fields,
-      flags=flags,
-      absent=frozenset(record.get('cpu_flags_absent', ())),
-      name=str(record.get('model_name', '')),
-  )
-
-
-def matches(machine: Machine, recorded: Machine | None) -> tuple[bool, str]:
-  """Whether `machine` is the kind a set was recorded on, and why (not).
-
-  Every identity field the set recorded must be the machine's; flags it
-  lists as known must be present and flags it lists as absent must be
-  absent. A set without a record, or with too little of one (a CPU set
-  without vendor and ISA), matches nothing.
-  """
-  if recorded is None:
-    return False, f'no {PLATFORM_FILE}: a set of unknown origin'
-  if not machine.fields:
-    return False, f'{machine.name or "this"} is a kind without a set'
-  backend = recorded.fields['backend']
-  missing = [k for k in _REQUIRED.get(backend, ()) if k not in recorded.fields]
-  if missing:
-    return False, f'its {PLATFORM_FILE} records no {", ".join(missing)}'
-  for key in IDENTITY_FIELDS:
-    if key not in recorded.fields:
-      continue
-    want, have = recorded.fields[key], machine.fields.get(key)
-    if have != want:
-      here = 'unknown' if have is None else have
-      return False, f'{key} {here} here, {want} there'
-  if machine.flags is not None:
-    lacking = sorted(recorded.flags - machine.flags)
-    if lacking:
-      return False, f'CPU flags {", ".join(lacking)} missing here'
-    extra = sorted(recorded.absent & machine.flags)
-    if extra:
-      return False, f'CPU flags {", ".join(extra)} here, absent there'
-  same = [k for k in IDENTITY_FIELDS if k in recorded.fields]
-  unrecorded = [k for k in _INT_FIELDS if k not in recorded.fields]
-  reason = 'same ' + ', '.join(same)
-  if backend == 'cpu' and unrecorded:
-    reason += f' ({"/".join(unrecorded)} not recorded)'
-  return True, reason
+  recorded: machines.Machine | None
 
 
 def _read_record(directory: pathlib.Path) -> dict[str, Any] | None:
-  path = directory / PLATFORM_FILE
+  path = directory / machines.PLATFORM_FILE
   if not path.is_file():
     return None
   try:
@@ -258,7 +109,7 @@ def _read_record(directory: pathlib.Path) -> dict[str, Any] | None:
 def _recorded_jaxlib(directory: pathlib.Path) -> str | None:
   """The jaxlib version a case's JSON sidecar says it was recorded with."""
   for path in sorted(directory.glob('*.json')):
-    if path.name == PLATFORM_FILE:
+    if path.name == machines.PLATFORM_FILE:
       continue
     try:
       versions = json.loads(path.read_text()).get('versions', {})
@@ -277,7 +128,7 @@ SHIPPED_ENV = 'DISCO_PARITY_SHIPPED'
 
 def is_recording(golden_set: GoldenSet) -> bool:
   """Whether a set was made by the recorder here (not a shipped one)."""
-  path = golden_set.directory / PLATFORM_FILE
+  path = golden_set.directory / machines.PLATFORM_FILE
   if not path.is_file():
     return False
   return json.loads(path.read_text()).get('recorder') == RECORDER
@@ -310,12 +161,16 @@ def golden_sets(root: pathlib.Path) -> tuple[GoldenSet, ...]:
     taken = {s.name for s in sets}
     while name in taken:
       name += "'"
-    recorded = machine_from_record(record) if record is not None else None
+    recorded = (
+        machines.machine_from_record(record) if record is not None else None
+    )
     sets.append(GoldenSet(name, directory, recorded))
   return tuple(sets)
 
 
-def detect_machine(sets: tuple[GoldenSet, ...] = ()) -> tuple[Machine, str]:
+def detect_machine(
+    sets: tuple[GoldenSet, ...] = (),
+) -> tuple[machines.Machine, str]:
   """This machine's kind, and where it was read from.
 
   Args:
@@ -326,26 +181,29 @@ def detect_machine(sets: tuple[GoldenSet, ...] = ()) -> tuple[Machine, str]:
   """
   forced = os.environ.get(PLATFORM_ENV, '').strip()
   if not forced:
-    return read_machine(), 'read from this system'
+    return machines.read_machine(), 'read from this system'
   how = f'${PLATFORM_ENV}={forced}'
   if '=' in forced:
     record = {}
     for part in filter(None, (p.strip() for p in forced.split(','))):
       key, _, value = part.partition('=')
       record[key.strip()] = value.strip()
-    unknown = sorted(set(record) - set(IDENTITY_FIELDS))
+    unknown = sorted(set(record) - set(machines.IDENTITY_FIELDS))
     if unknown:
       raise SelectionError(
           f'{how}: unknown fields {", ".join(unknown)}; expected some of'
-          f' {", ".join(IDENTITY_FIELDS)}.'
+          f' {", ".join(machines.IDENTITY_FIELDS)}.'
       )
-    return dataclasses.replace(machine_from_record(record), flags=None), how
+    return (
+        dataclasses.replace(machines.machine_from_record(record), flags=None),
+        how,
+    )
   name = _ALIASES.get(forced, forced)
   for golden_set in sets:
     if golden_set.name == name and golden_set.recorded is not None:
       return golden_set.recorded, f'{how}: the machine set {name!r} was on'
   # A kind no set was recorded on.
-  return Machine(fields={}, name=forced), how
+  return machines.Machine(fields={}, name=forced), how
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,7 +220,7 @@ class Selection:
     compared: the sets this run compares against, in that mode.
   """
 
-  machine: Machine
+  machine: machines.Machine
   reason: str
   mode: str
   requested: str
@@ -416,7 +274,7 @@ def select(root: pathlib.Path) -> Selection:
         f'No golden cases (*.npz) in {root} or its platforms/.'
     )
   machine, reason = detect_machine(sets)
-  matching = {s.name: matches(machine, s.recorded) for s in sets}
+  matching = {s.name: machines.matches(machine, s.recorded) for s in sets}
   native = tuple(s for s in sets if matching[s.name][0])
   others = tuple(s for s in sets if not matching[s.name][0])
   mode = requested

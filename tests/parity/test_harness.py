@@ -4,6 +4,9 @@ Hand-worked numbers; no goldens needed. The choice of golden sets is
 tested in test_platforms.py.
 """
 
+import json
+
+import jax
 import numpy as np
 import pytest
 
@@ -19,9 +22,9 @@ def test_pick_by_mode_and_backend(monkeypatch):
   case.mode = golden.NATIVE
   assert case.pick(native=1, cross=2, accelerator=3) == 1
   case.mode = golden.CROSS
-  monkeypatch.setattr(golden.jax, 'default_backend', lambda: 'cpu')
+  monkeypatch.setattr(jax, 'default_backend', lambda: 'cpu')
   assert case.pick(native=1, cross=2, accelerator=3) == 2
-  monkeypatch.setattr(golden.jax, 'default_backend', lambda: 'gpu')
+  monkeypatch.setattr(jax, 'default_backend', lambda: 'gpu')
   assert case.pick(native=1, cross=2, accelerator=3) == 3
   assert case.pick(native=1, cross=2) == 2
   # A GPU's own recording: no allowance for CPU-vs-GPU maths.
@@ -30,10 +33,10 @@ def test_pick_by_mode_and_backend(monkeypatch):
 
 
 def test_native_mode_on_a_gpu_takes_cross_tolerances(monkeypatch):
-  monkeypatch.setattr(golden.jax, 'default_backend', lambda: 'cpu')
+  monkeypatch.setattr(jax, 'default_backend', lambda: 'cpu')
   assert golden.cross_reason(golden.NATIVE) is None
   assert golden.cross_reason(golden.CROSS) is None
-  monkeypatch.setattr(golden.jax, 'default_backend', lambda: 'gpu')
+  monkeypatch.setattr(jax, 'default_backend', lambda: 'gpu')
   assert golden.cross_reason(golden.NATIVE) == golden.GPU_NOT_REPRODUCIBLE
   assert golden.cross_reason(golden.CROSS) is None
 
@@ -59,7 +62,7 @@ def test_report_summary_counts_and_finds_the_worst(tmp_path):
   assert (main['bit_for_bit'], main['out_of_tolerance']) == (1, 1)
   assert (main['worst_ratio'], main['worst_leaf']) == (1.5, 'y')
   path = tmp_path / 'r.jsonl'
-  path.write_text('\n'.join(golden.json.dumps(r) for r in rows))
+  path.write_text('\n'.join(json.dumps(r) for r in rows))
   assert report.main([str(path), '--out', str(tmp_path / 's.csv')]) == 0
   lines = (tmp_path / 's.csv').read_text().splitlines()
   assert lines[0].startswith('case,set,mode') and len(lines) == 4

@@ -14,6 +14,7 @@ import pathlib
 import pytest
 
 from tests.parity import golden
+from tests.parity import machines
 from tests.parity import platforms
 
 pytestmark = pytest.mark.without_goldens
@@ -144,10 +145,10 @@ def _select(monkeypatch, root, *, mode=None, platform=None, machine=None):
       monkeypatch.setenv(env, value)
   if machine is not None:
     arch, cpuinfo = _MACHINES[machine][:2]
-    monkeypatch.setattr(platforms.jax, 'default_backend', lambda: 'cpu')
-    monkeypatch.setattr(platforms.platform_lib, 'machine', lambda: arch)
+    monkeypatch.setattr(machines.jax, 'default_backend', lambda: 'cpu')
+    monkeypatch.setattr(machines.platform_lib, 'machine', lambda: arch)
     monkeypatch.setattr(
-        platforms, '_cpuinfo', lambda: platforms.parse_cpuinfo(cpuinfo)
+        machines, '_cpuinfo', lambda: machines.parse_cpuinfo(cpuinfo)
     )
   try:
     return platforms.select(root)
@@ -238,7 +239,7 @@ def test_another_jaxlib_is_another_kind(monkeypatch, root):
   (amd / 'a.json').write_text(json.dumps({'versions': {'jaxlib': '0.0.1'}}))
   chosen = _select(monkeypatch, root, machine='amd-epyc-zen4')
   assert chosen.mode == 'cross' and _names(chosen.compared) == _ALL
-  here = platforms.jaxlib.__version__
+  here = machines.jaxlib.__version__
   assert chosen.matching['avx512-amd'] == (
       False,
       f'jaxlib {here} here, 0.0.1 there',

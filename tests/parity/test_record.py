@@ -1,4 +1,4 @@
-"""The recorder of golden sets (tests/parity/record.py).
+"""The recorder of golden sets (tests/parity/record.py, recorder/).
 
 * On a machine of a shipped set's kind, recording that set's cases with the
   reference gives that set back, leaf for leaf and bit for bit.
@@ -9,6 +9,9 @@
 * With the builtin spec (no golden set), a recording holds every key the
   spec lists, of its shape and dtype, is the same when recorded again, and
   `disco` matches it natively.
+* A case's recipe is found by what its JSON says it is: a set whose cases
+  are named for other sizes (`env_catch_jittable_10x5`) is recorded, and
+  recorded again from itself, bit for bit.
 
 The reference checkout is `$DISCO_REFERENCE`, by default `../shared/reference`
 beside the repository; without it these tests skip (fail under CI).
@@ -22,9 +25,11 @@ recording of the builtin spec, that recording is checked instead.
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import types
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,8 +37,11 @@ import pytest
 from tests.parity import builtin
 from tests.parity import golden
 from tests.parity import platforms
-from tests.parity import record
 from tests.parity import variant
+from tests.parity.recorder import kinds
+from tests.parity.recorder import recipes
+from tests.parity.recorder import reference as reference_lib
+from tests.parity.recorder import spec as spec_lib
 
 # The two tests that record cases are slow (minutes each, past CI's 20:
 # `pytest -m slow tests/parity/test_record.py`); the rest take seconds.
@@ -52,12 +60,12 @@ def _unavailable(message: str) -> None:
 
 def reference_dir() -> pathlib.Path:
   """The reference checkout; skips (fails under CI) without one."""
-  value = os.environ.get(record.REFERENCE_ENV)
+  value = os.environ.get(reference_lib.REFERENCE_ENV)
   path = pathlib.Path(value) if value else _REPO.parent / 'shared' / 'reference'
-  if not (path / record.PACKAGE / 'agent.py').is_file():
+  if not (path / reference_lib.PACKAGE / 'agent.py').is_file():
     _unavailable(
-        f'No reference checkout at {path} (set ${record.REFERENCE_ENV} to a'
-        ' clone of google-deepmind/disco_rl at 9059a29).'
+        f'No reference checkout at {path} (set ${reference_lib.REFERENCE_ENV}'
+        ' to a clone of google-deepmind/disco_rl at 9059a29).'
     )
   return path.resolve()
 
@@ -142,8 +150,8 @@ def _matching_set() -> platforms.GoldenSet:
 
 def _check_reproduces(out: pathlib.Path, shipped: platforms.GoldenSet) -> None:
   """`out` is `shipped` leaf for leaf, bit for bit, with its sidecars."""
-  names = record.spec_cases(shipped.directory)
-  assert names and names == record.spec_cases(out), 'the cases differ'
+  names = spec_lib.spec_cases(shipped.directory)
+  assert names and names == spec_lib.spec_cases(out), 'the cases differ'
   report = {}
   for name in names:
     problems = differences(out, shipped.directory, name)
@@ -222,11 +230,13 @@ def test_refuses_a_directory_without_the_package(tmp_path):
       '--spec', builtin.NAME, '--cases', 'utils',
   )  # fmt: skip
   assert result.returncode == 2, result.stdout + result.stderr
-  assert f'No {record.PACKAGE} package' in result.stderr, result.stderr
+  assert f'No {reference_lib.PACKAGE} package' in result.stderr, result.stderr
 
 
 def _fake_modules(monkeypatch, files: dict[str, pathlib.Path]) -> None:
-  for name in [n for n in sys.modules if n.split('.')[0] == record.PACKAGE]:
+  for name in [
+      n for n in sys.modules if n.split('.')[0] == reference_lib.PACKAGE
+  ]:
     monkeypatch.delitem(sys.modules, name)
   for name, path in files.items():
     module = types.ModuleType(name)
@@ -235,34 +245,40 @@ def _fake_modules(monkeypatch, files: dict[str, pathlib.Path]) -> None:
 
 
 def test_provenance_is_each_modules_own_file(tmp_path, monkeypatch):
-  package = tmp_path / record.PACKAGE
+  package = tmp_path / reference_lib.PACKAGE
   own = {
-      record.PACKAGE: package / '__init__.py',
-      f'{record.PACKAGE}.agent': package / 'agent.py',
-      f'{record.PACKAGE}.value_fns': package / 'value_fns' / '__init__.py',
-      f'{record.PACKAGE}.value_fns.value_fn': (
+      reference_lib.PACKAGE: package / '__init__.py',
+      f'{reference_lib.PACKAGE}.agent': package / 'agent.py',
+      f'{reference_lib.PACKAGE}.value_fns': (
+          package / 'value_fns' / '__init__.py'
+      ),
+      f'{reference_lib.PACKAGE}.value_fns.value_fn': (
           package / 'value_fns' / 'value_fn.py'
       ),
   }
   _fake_modules(monkeypatch, own)
-  assert record.check_provenance(tmp_path) == sorted(own)
+  assert reference_lib.check_provenance(tmp_path) == sorted(own)
   # A module served from elsewhere under the same root (as the alias serves
   # disco_rl.agent with disco/agent.py), or from outside it, is refused.
   for elsewhere in (
       tmp_path / 'disco' / 'agent.py',
       _REPO / 'disco' / 'agent.py',
   ):
-    _fake_modules(monkeypatch, {**own, f'{record.PACKAGE}.agent': elsewhere})
-    with pytest.raises(record.ProvenanceError, match='not from the reference'):
-      record.check_provenance(tmp_path)
+    _fake_modules(
+        monkeypatch, {**own, f'{reference_lib.PACKAGE}.agent': elsewhere}
+    )
+    with pytest.raises(
+        reference_lib.ProvenanceError, match='not from the reference'
+    ):
+      reference_lib.check_provenance(tmp_path)
 
 
 def test_loads_the_reference_where_the_alias_was_imported_first():
   reference = reference_dir()
   code = (
       'import disco_rl.agent, sys, pathlib;'
-      'from tests.parity import record;'
-      f'ref = record.load_reference(pathlib.Path({str(reference)!r}));'
+      'from tests.parity.recorder import reference;'
+      f'ref = reference.load_reference(pathlib.Path({str(reference)!r}));'
       'print(ref.agent.__file__);'
       'print(sys.modules["disco_rl.agent"].__file__)'
   )
@@ -275,7 +291,7 @@ def test_loads_the_reference_where_the_alias_was_imported_first():
   )
   assert result.returncode == 0, result.stderr
   for line in result.stdout.split():
-    assert pathlib.Path(line) == reference / record.PACKAGE / 'agent.py'
+    assert pathlib.Path(line) == reference / reference_lib.PACKAGE / 'agent.py'
 
 
 # --- The builtin spec ---------------------------------------------------------
@@ -328,12 +344,42 @@ def _check_recorded_again(root: pathlib.Path, tmp_path) -> None:
   )
 
 
+def _kind(entry: dict[str, Any], name: str = '') -> kinds.Kind:
+  """The kind of a builtin spec entry."""
+  return kinds.kind_of(entry['config'], entry['inputs'], name)
+
+
 def test_builtin_spec_lists_every_case():
-  assert builtin.cases() == sorted(record.RECORDERS)
-  for name, entry in builtin.load().items():
+  """Each case is of one kind, each kind has a recipe and a builtin case."""
+  spec = builtin.load()
+  found = {name: _kind(entry, name) for name, entry in spec.items()}
+  assert {k.name for k in found.values()} == set(recipes.RECIPES)
+  assert set(recipes.RECIPES) == set(kinds.BY_NAME)
+  for name, entry in spec.items():
     assert entry['about'] and 'config' in entry, name
     assert entry['outputs'] > 0, name
-    assert not any(record.is_output(name, k) for k in entry['inputs']), name
+    assert not any(kinds.is_output(found[name], k) for k in entry['inputs'])
+
+
+def test_each_golden_case_is_of_its_builtin_entrys_kind():
+  """A set's sidecars and keys say the kind its builtin namesake says."""
+  spec = builtin.load()
+  sets = platforms.golden_sets(_shipped_root())
+  assert sets
+  for golden_set in sets:
+    for name in spec_lib.spec_cases(golden_set.directory):
+      got = spec_lib.case_kind(golden_set.directory, name)
+      if name in spec:
+        assert got == _kind(spec[name]), (golden_set.name, name)
+
+
+def test_a_case_of_no_kind_is_refused_by_what_it_holds():
+  config = {'rows': 5, 'columns': 5, 'batch_size': 2}  # No reset seed.
+  with pytest.raises(kinds.UnknownKindError, match='No recorder for case'):
+    kinds.kind_of(config, ['inputs/actions'], 'env_catch_jittable_5x5')
+  both = {'rows': 5, 'columns': 5, 'reset_seed': 0, 'moving_average': {}}
+  with pytest.raises(kinds.UnknownKindError, match='several kinds'):
+    kinds.kind_of(both, [], 'mixed')
 
 
 def test_builtin_check_refuses_a_wrong_input():
@@ -396,13 +442,14 @@ def test_builtin_recording_is_complete_and_disco_matches_it(
   out = tmp_path / 'builtin-set'
   _record_cases(out, _CHEAP, spec_arg)
   spec = builtin.load()
-  assert sorted(record.spec_cases(out)) == sorted(_CHEAP)
+  assert sorted(spec_lib.spec_cases(out)) == sorted(_CHEAP)
   for name in _CHEAP:
     with np.load(out / f'{name}.npz') as npz:
       arrays = {k: npz[k] for k in npz.files}
     inputs = {k: v for k, v in arrays.items() if k in spec[name]['inputs']}
     builtin.check(name, inputs, spec[name]['inputs'])
-    outputs = [k for k in arrays if record.is_output(name, k)]
+    kind = _kind(spec[name], name)
+    outputs = [k for k in arrays if kinds.is_output(kind, k)]
     assert len(outputs) == spec[name]['outputs'], name
     assert len(arrays) == len(inputs) + len(outputs), name
     meta = json.loads((out / f'{name}.json').read_text())
@@ -431,3 +478,94 @@ def test_builtin_recording_is_complete_and_disco_matches_it(
   summary = result.stdout.strip().rsplit('\n', 1)[-1]
   assert ' passed' in summary and 'skipped' not in summary, tail
   assert ' native ' in result.stdout, tail
+
+
+# --- Cases named for other sizes ----------------------------------------------
+
+# Builtin cases under names of other sizes and values, as a set of its own
+# may name them: {name: (builtin case, config changes)}, on variant.py's
+# other seeds and sizes. No shipped name is among them, so the recorder
+# must find each one's recipe by what its JSON says it is.
+_RENAMED = {
+    'env_catch_jittable_10x5': (
+        'env_catch_jittable_8x8',
+        {
+            'rows': 10,
+            'columns': 5,
+            'single_observation_spec': {'observation': [10, 5, 1]},
+        },
+    ),
+    'optimizer_adam_sg_clip0p3': (
+        'optimizer_adam_sg_clip0p5',
+        {'clip_max_delta': 0.3},
+    ),
+    'value_utils_get_value_outs_disco_9x4': (
+        'value_utils_get_value_outs_disco',
+        {},
+    ),
+}
+
+
+def _write_renamed_spec(path: pathlib.Path) -> None:
+  """A spec file of `_RENAMED`, in builtin_spec.json's format."""
+  other = variant.variant(json.loads(builtin.SPEC_FILE.read_text()), 3)
+  cases = {}
+  for name, (case, changes) in _RENAMED.items():
+    entry = other['cases'][case]
+    entry['config'].update(changes)
+    cases[name] = entry
+  about = 'builtin cases named for other sizes (test_record.py)'
+  path.write_text(json.dumps(dict(about=about, cases=cases), indent=1))
+
+
+def _move_one_output(directory: pathlib.Path, name: str) -> str:
+  """Moves the first value of the case's first float output by one ulp."""
+  path = directory / f'{name}.npz'
+  with np.load(path) as npz:
+    arrays = {k: npz[k] for k in npz.files}
+  key = min(
+      k
+      for k, v in arrays.items()
+      if k.startswith('expected/') and v.dtype.kind == 'f' and v.size
+  )
+  value = arrays[key].copy()
+  flat_value = value.reshape(-1)
+  flat_value[0] = np.nextafter(flat_value[0], np.inf, dtype=value.dtype)
+  arrays[key] = value
+  np.savez_compressed(path, **arrays)
+  return key
+
+
+def test_records_a_set_whose_cases_are_named_for_other_sizes(tmp_path):
+  """Bit for bit: a set of cases named for other sizes, recorded again.
+
+  `_RENAMED`'s cases are recorded from a spec file (their inputs drawn
+  here), making a set of this machine's kind. A copy with one output of
+  each case moved by one ulp is then recorded again: the recording is the
+  set bit for bit, its outputs recomputed (not copied), and differs from
+  the copy exactly where that was moved. About 30 s.
+  """
+  spec_file = tmp_path / 'renamed.json'
+  _write_renamed_spec(spec_file)
+  names = tuple(_RENAMED)
+  # Each is of its namesake's kind, whose recipe the shipped sets check.
+  renamed = json.loads(spec_file.read_text())['cases']
+  for name, (case, _) in _RENAMED.items():
+    assert _kind(renamed[name], name) == _kind(builtin.load()[case]), name
+  recorded = tmp_path / 'recorded'
+  _record_cases(recorded, names, str(spec_file))
+  assert spec_lib.spec_cases(recorded) == sorted(names)
+  moved = tmp_path / 'moved'
+  shutil.copytree(recorded, moved)
+  moved_keys = {name: _move_one_output(moved, name) for name in names}
+  again = tmp_path / 'again'
+  _record_cases(again, names, str(moved))
+  for name in names:
+    assert differences(again, recorded, name) == [], name
+    problems = differences(again, moved, name)
+    assert [p.split(':')[0] for p in problems] == [moved_keys[name]], problems
+    meta = json.loads((again / f'{name}.json').read_text())
+    want = json.loads((recorded / f'{name}.json').read_text())
+    assert meta['case'] == name and meta['config'] == want['config'], name
+    del meta['versions'], want['versions']
+    assert meta == want, name

@@ -1,8 +1,7 @@
-"""A first-in-first-out replay buffer of trajectories.
+"""The reference evaluation loop's replay buffer, on the host (numpy).
 
-`SimpleReplayBuffer` is the reference eval loop's buffer on the host (numpy,
-the same samples for a given seed); `ReplayState` with `init_replay_state`,
-`add_to_replay` and `sample_from_replay` is the same ring in pure JAX.
+A first-in-first-out ring of trajectories: the same samples for a given
+seed as the reference colab's buffer, so the faithful loop keeps parity.
 """
 
 import copy
@@ -10,7 +9,6 @@ from typing import Any
 
 import chex
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 
@@ -197,113 +195,3 @@ class SimpleReplayBuffer:
 
 
 # ----------------------------------------------------------------------------
-# The same FIFO buffer as a pure-JAX state, for loops fused under `jit`.
-
-
-@chex.dataclass(frozen=True)
-class ReplayState:
-  """A FIFO ring of trajectories held in device arrays.
-
-  Attributes:
-    storage: a tree whose leaves have the capacity C in place of the batch
-      axis, e.g. [T, C, ...].
-    size: [] int32, the number of trajectories held (at most C).
-    next_slot: [] int32, the ring slot written next.
-  """
-
-  storage: chex.ArrayTree
-  size: chex.Array
-  next_slot: chex.Array
-
-
-def _capacity(state: ReplayState, batch_axis: int) -> int:
-  return jax.tree.leaves(state.storage)[0].shape[batch_axis]
-
-
-def init_replay_state(
-    example_batch: chex.ArrayTree, capacity: int, batch_axis: int = 1
-) -> ReplayState:
-  """An empty buffer for batches shaped like `example_batch`.
-
-  Args:
-    example_batch: arrays or `jax.ShapeDtypeStruct`s of one batch.
-    capacity: the most trajectories held at once.
-    batch_axis: the axis indexing trajectories (1 for [T, B, ...]).
-
-  Returns:
-    The empty `ReplayState`.
-  """
-
-  def _zeros(leaf: Any) -> Any:
-    shape = list(leaf.shape)
-    shape[batch_axis] = capacity
-    return jnp.zeros(shape, leaf.dtype)
-
-  return ReplayState(
-      storage=jax.tree.map(_zeros, example_batch),
-      size=jnp.zeros((), jnp.int32),
-      next_slot=jnp.zeros((), jnp.int32),
-  )
-
-
-def add_to_replay(
-    state: ReplayState, batch: chex.ArrayTree, batch_axis: int = 1
-) -> ReplayState:
-  """Appends the trajectories of `batch`, overwriting the oldest when full.
-
-  Args:
-    state: the buffer.
-    batch: a tree shaped like the buffer's example batch, with at most
-      `capacity` trajectories along `batch_axis`.
-    batch_axis: the axis indexing trajectories.
-
-  Returns:
-    The new `ReplayState`.
-  """
-  capacity = _capacity(state, batch_axis)
-  num_new = jax.tree.leaves(batch)[0].shape[batch_axis]
-  if num_new > capacity:
-    raise ValueError(
-        f'Cannot add {num_new} trajectories to a buffer of {capacity}.'
-    )
-  slots = (state.next_slot + jnp.arange(num_new, dtype=jnp.int32)) % capacity
-  index = (slice(None),) * batch_axis + (slots,)
-  storage = jax.tree.map(
-      lambda store, new: store.at[index].set(new.astype(store.dtype)),
-      state.storage,
-      batch,
-  )
-  return ReplayState(
-      storage=storage,
-      size=jnp.minimum(state.size + num_new, capacity),
-      next_slot=(state.next_slot + num_new) % capacity,
-  )
-
-
-def sample_from_replay(
-    state: ReplayState,
-    rng: chex.PRNGKey,
-    batch_size: int,
-    batch_axis: int = 1,
-) -> tuple[chex.ArrayTree, chex.Array]:
-  """Draws `batch_size` trajectories uniformly with replacement.
-
-  Args:
-    state: a non-empty buffer (an empty one yields zeros).
-    rng: key for the draw.
-    batch_size: the number of trajectories.
-    batch_axis: the axis indexing trajectories.
-
-  Returns:
-    (the trajectories stacked along `batch_axis`, [batch_size] positions
-    drawn, 0 = oldest).
-  """
-  capacity = _capacity(state, batch_axis)
-  positions = jax.random.randint(
-      rng, (batch_size,), 0, jnp.maximum(state.size, 1)
-  )
-  slots = (state.next_slot - state.size + positions) % capacity
-  batch = jax.tree.map(
-      lambda store: jnp.take(store, slots, axis=batch_axis), state.storage
-  )
-  return batch, positions
