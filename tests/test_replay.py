@@ -180,3 +180,82 @@ def test_replayed_positions_are_uniform_over_the_filled_rows():
   assert counts[12:].sum() == 0
   # 4000 draws over 12 slots: each about 333 (binomial std ~17).
   np.testing.assert_allclose(counts[:12], 4000 / 12, rtol=0.2)
+
+
+def _slot_buffer(capacity: int, size: int) -> replay.ReplayState:
+  """A ring of [2, capacity] whose every slot holds its own index + 100."""
+  storage = jnp.broadcast_to(
+      jnp.arange(capacity, dtype=jnp.float32) + 100, (2, capacity)
+  )
+  return replay.ReplayState(
+      storage={'x': storage}, size=jnp.int32(size), next_slot=jnp.int32(size)
+  )
+
+
+def _rollout(num_envs: int) -> dict[str, jax.Array]:
+  """[2, N] trajectories holding their own index (fresh: below 100)."""
+  return {
+      'x': jnp.broadcast_to(
+          jnp.arange(num_envs, dtype=jnp.float32), (2, num_envs)
+      )
+  }
+
+
+def test_fresh_then_replayed_puts_the_fresh_part_first():
+  state = _slot_buffer(capacity=16, size=8)
+  fresh = {'x': jnp.full((2, 3), 7.0)}
+  batch = replay.fresh_then_replayed(
+      fresh, state, jax.random.PRNGKey(1), 5, num_envs=4
+  )['x']
+  assert batch.shape == (2, 8)
+  np.testing.assert_array_equal(batch[:, :3], 7.0)
+  # The draws come from the 8 filled slots only.
+  assert np.all((batch[:, 3:] >= 100) & (batch[:, 3:] < 108))
+  only_drawn = replay.fresh_then_replayed(
+      None, state, jax.random.PRNGKey(1), 5, num_envs=4
+  )['x']
+  np.testing.assert_array_equal(only_drawn, batch[:, 3:])
+
+
+@pytest.mark.parametrize('fraction', [0.0, 1.0])
+def test_each_slot_is_drawn_with_the_replay_fraction(fraction):
+  state = _slot_buffer(capacity=16, size=16)
+  batch = replay.each_slot_drawn(
+      _rollout(4), state, jax.random.PRNGKey(2), 64, fraction, num_envs=4
+  )['x']
+  assert batch.shape == (2, 64)
+  replayed = np.asarray(batch[0] >= 100)
+  assert np.all(replayed == bool(fraction))
+
+
+def test_a_coin_per_slot_mixes_fresh_and_replayed():
+  state = _slot_buffer(capacity=16, size=16)
+  batch = replay.each_slot_drawn(
+      _rollout(4), state, jax.random.PRNGKey(3), 2000, 0.75, num_envs=4
+  )['x']
+  share = float(np.mean(np.asarray(batch[0]) >= 100))
+  assert abs(share - 0.75) < 0.05  # 2000 coins: std ~0.01.
+
+
+@pytest.mark.parametrize('num_envs, num_steps', [(6, 4), (4, 2)])
+def test_spread_batches_take_each_trajectory_once(num_envs, num_steps):
+  state = _slot_buffer(capacity=4 * num_envs, size=2 * num_envs)
+  slots = replay.spread_fresh_slots(num_envs, num_steps)
+  batch_size = 5
+  fresh_seen = []
+  for k in range(num_steps):
+    batch = replay.spread_fresh(
+        _rollout(num_envs),
+        state,
+        jax.random.PRNGKey(k),
+        slots,
+        jnp.int32(k),
+        batch_size,
+        num_envs,
+    )['x']
+    assert batch.shape == (2, batch_size)
+    row = np.asarray(batch[0])
+    fresh_seen += [int(x) for x in row if x < 100]
+    assert np.all(row[row >= 100] < 100 + 2 * num_envs)
+  # Over the K steps the rollout's N trajectories appear once each.
+  assert sorted(fresh_seen) == list(range(num_envs))
