@@ -5,7 +5,7 @@ A checkpoint is one directory, `<root>/step_<step>/`, holding
 Details and rationale: `docs/modules.md`.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 import dataclasses
 import io
 import json
@@ -276,8 +276,15 @@ def _corrupt(path: pathlib.Path, what: str) -> CheckpointCorruptError:
   )
 
 
-def _read_npz(path: pathlib.Path, directory: pathlib.Path):
+def _read_npz(
+    path: pathlib.Path,
+    directory: pathlib.Path,
+    wanted: Callable[[str], bool] | None = None,
+):
   try:
+    if wanted is not None:  # Members are read one by one, from the file.
+      with np.load(path, allow_pickle=False) as archive:
+        return {key: archive[key] for key in archive.files if wanted(key)}
     data = path.read_bytes()
     with np.load(io.BytesIO(data), allow_pickle=False) as archive:
       return {key: archive[key] for key in archive.files}
@@ -345,12 +352,19 @@ def read_metadata(root: PathLike, step: int | None = None) -> dict[str, Any]:
   return _read_record(directory, step).get('metadata', {})
 
 
-def load(root: PathLike, step: int | None = None) -> Checkpoint:
+def load(
+    root: PathLike,
+    step: int | None = None,
+    *,
+    arrays: Callable[[str], bool] | None = None,
+) -> Checkpoint:
   """Loads and verifies a checkpoint (by default the newest) under `root`.
 
   Args:
     root: the run's checkpoint directory.
     step: which checkpoint; None for the newest.
+    arrays: which of its arrays to read, by name (None: all). Reading a
+      few (e.g. the logs) costs their memory only, not the whole state's.
 
   Returns:
     The verified `Checkpoint`.
@@ -384,6 +398,6 @@ def load(root: PathLike, step: int | None = None) -> Checkpoint:
       step=step,
       path=directory,
       update_rule_params=params,
-      arrays=_read_npz(directory / STATE_FILENAME, directory),
+      arrays=_read_npz(directory / STATE_FILENAME, directory, arrays),
       metadata=record.get('metadata', {}),
   )

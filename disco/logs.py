@@ -71,6 +71,11 @@ def to_arrays(rows: Iterable[Row], prefix: str = '') -> dict[str, np.ndarray]:
   return arrays
 
 
+def is_log_array(name: str, prefix: str = '') -> bool:
+  """Whether checkpoint array `name` is one of `to_arrays(..., prefix)`'s."""
+  return name.startswith(prefix + LOGS) or name == prefix + COLUMN_ORDER
+
+
 def from_arrays(
     arrays: Mapping[str, np.ndarray], prefix: str = ''
 ) -> list[dict[str, float]]:

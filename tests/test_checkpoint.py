@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from disco import checkpoint
+from disco import logs
 from disco import weights
 
 
@@ -70,6 +71,21 @@ def test_round_trip_is_exact(tmp_path):
   chex.assert_trees_all_equal(restored, _state(3))
   np.testing.assert_array_equal(loaded.arrays['rng'], [1, 2])
   assert loaded.arrays['rng'].dtype == np.uint32
+
+
+def test_some_arrays_are_read_alone_and_still_verified(tmp_path):
+  rows = [dict(step=1, loss=0.5), dict(step=2, loss=0.25)]
+  arrays = dict(logs.to_arrays(rows), state=np.arange(1000.0))
+  checkpoint.save(
+      tmp_path, 2, update_rule_params=_params(0), arrays=arrays, metadata={}
+  )
+  loaded = checkpoint.load(tmp_path, arrays=logs.is_log_array)
+  assert 'state' not in loaded.arrays
+  assert logs.from_arrays(loaded.arrays) == rows
+  state = tmp_path / 'step_00000002' / checkpoint.STATE_FILENAME
+  state.write_bytes(state.read_bytes()[:-10])
+  with pytest.raises(checkpoint.CheckpointCorruptError):
+    checkpoint.load(tmp_path, arrays=logs.is_log_array)
 
 
 def test_params_file_loads_like_disco103(tmp_path):

@@ -203,7 +203,9 @@ def write_partial(
   from disco import logs as logs_lib  # pylint: disable=g-import-not-at-top
 
   if rows is None:
-    rows = logs_lib.from_arrays(checkpoint.load(ckpt_dir).arrays)
+    # The logs alone: the state (e.g. a replay buffer) may not fit twice.
+    ckpt = checkpoint.load(ckpt_dir, arrays=logs_lib.is_log_array)
+    rows = logs_lib.from_arrays(ckpt.arrays)
   logs = logs_lib.columns(rows)
   records.write_json(
       records.partial_path(out, name),
