@@ -22,6 +22,10 @@
 #      "DOUBLE_BUFFER NO_UNROLL"; FULL_UNROLL gave no row within 120 s on
 #      2026-11-28), then three seeds with each frame embedded once and
 #      every frame (3.87 ms per update and seed, every frame, 2026-11-28).
+# GPU_SETTINGS names the settings to run, in its order (default: the list
+# above, by the names in `named` below); beside them eight_seeds_unrolled
+# and, for issue 55, pixels_paper_unrolled(_bf16): the `paper` agent on
+# Craftax-Classic-Pixels, a rollout of every environment per update.
 # Each setting is its own learner_cost.py invocation (one process) under
 # `timeout` (GPU_SETTING_TIMEOUT_S, default 150), and none starts after
 # GPU_DEADLINE_S (default 400). The CSVs come back in $OUT with log.txt.
@@ -55,25 +59,50 @@ setting() {
     --agents craftax_frames --dtypes float32 --rules disco \
     --chunk "${GPU_CHUNK:-10}" --chunks "${GPU_CHUNKS:-3}" "$@" \
     --out "${OUT}/${name}.csv"
-  echo "[$(elapsed) s] ${name}: rc=$?"
+  local rc=$? # Before $(elapsed), whose own status would replace it.
+  echo "[$(elapsed) s] ${name}: rc=${rc}"
 }
+# Each named setting: its XLA_FLAGS, then learner_cost.py's arguments
+# (later flags replace the defaults above: argparse keeps the last).
+PIXELS=(--presets crafter_rollout_per_update
+  --envs craftax:Craftax-Classic-Pixels-v1 --agents paper --chunk 2)
+named() {
+  case $1 in
+    one_seed) setting "$1" "" --num-seeds 1 ;;
+    one_seed_unrolled) setting "$1" "" --num-seeds 1 --inner-scans unrolled ;;
+    one_seed_unrolled_envs24)
+      setting "$1" "" --num-seeds 1 --inner-scans unrolled --num-envs 24 \
+        --chunk 3 ;;
+    one_seed_cmdbuf) setting "$1" "${CMDBUF}" --num-seeds 1 ;;
+    one_seed_unrolled_cmdbuf)
+      setting "$1" "${CMDBUF}" --num-seeds 1 --inner-scans unrolled ;;
+    one_seed_envs24)
+      setting "$1" "" --num-seeds 1 --num-envs 24 --chunk 3 ;;
+    three_seeds_unrolled)
+      setting "$1" "" --num-seeds 3 --inner-scans unrolled ;;
+    eight_seeds_unrolled)
+      setting "$1" "" --num-seeds 8 --inner-scans unrolled --chunk 3 ;;
+    one_seed_envs96) setting "$1" "" --num-seeds 1 --num-envs 96 --chunk 1 ;;
+    unroll_*) setting "$1" "${UNROLL}_${1#unroll_}" --num-seeds 1 ;;
+    once) setting "$1" "" --num-seeds 3 ;;
+    every) setting "$1" "" --num-seeds 3 --frame-embeddings every ;;
+    # Issue 55: the paper's agent on Craftax-Classic pixels, a rollout of
+    # every environment per update; float32 and bfloat16.
+    pixels_paper_unrolled)
+      setting "$1" "" "${PIXELS[@]}" --inner-scans unrolled ;;
+    pixels_paper_unrolled_bf16)
+      setting "$1" "" "${PIXELS[@]}" --inner-scans unrolled \
+        --dtypes bfloat16 ;;
+    *) echo "unknown setting $1" ;;
+  esac
+}
+DEFAULT_SETTINGS="one_seed one_seed_unrolled one_seed_unrolled_envs24
+  one_seed_cmdbuf one_seed_unrolled_cmdbuf one_seed_envs24
+  three_seeds_unrolled one_seed_envs96 unroll_DOUBLE_BUFFER unroll_NO_UNROLL
+  once every"
 {
   nvidia-smi -L 2>/dev/null
-  setting one_seed "" --num-seeds 1
-  setting one_seed_unrolled "" --num-seeds 1 --inner-scans unrolled
-  setting one_seed_unrolled_envs24 "" --num-seeds 1 --inner-scans unrolled \
-    --num-envs 24 --chunk 3
-  setting one_seed_cmdbuf "${CMDBUF}" --num-seeds 1
-  setting one_seed_unrolled_cmdbuf "${CMDBUF}" --num-seeds 1 \
-    --inner-scans unrolled
-  setting one_seed_envs24 "" --num-seeds 1 --num-envs 24 --chunk 3
-  setting three_seeds_unrolled "" --num-seeds 3 --inner-scans unrolled
-  setting one_seed_envs96 "" --num-seeds 1 --num-envs 96 --chunk 1
-  for unroll in ${GPU_UNROLL:-DOUBLE_BUFFER NO_UNROLL}; do
-    setting "unroll_${unroll,,}" "${UNROLL}_${unroll}" --num-seeds 1
-  done
-  setting once "" --num-seeds 3
-  setting every "" --num-seeds 3 --frame-embeddings every
+  for name in ${GPU_SETTINGS:-${DEFAULT_SETTINGS}}; do named "${name}"; done
   for f in "${OUT}"/*.csv; do echo "== ${f##*/}"; cat "${f}"; done
   # Each setting's cost per update and seed against one_seed's (this call).
   "${PY}" - "${OUT}" <<'EOF_PY'

@@ -22,7 +22,9 @@ _F = TypeVar('_F', bound=Callable[..., Any])
 
 def _rewrite(obj: Any, max_length: int | None) -> Any:
   """`obj` with its scans (and its sub-jaxprs' scans) set to unroll."""
-  if isinstance(obj, jax_core.ClosedJaxpr):
+  # JAX 0.11 merged `ClosedJaxpr` into `Jaxpr` (its `.jaxpr` is itself):
+  # there, a closed jaxpr's equations are rewritten in place.
+  if isinstance(obj, jax_core.ClosedJaxpr) and obj.jaxpr is not obj:
     return obj.replace(jaxpr=_rewrite(obj.jaxpr, max_length))
   if isinstance(obj, jax_core.Jaxpr):
     eqns = []
