@@ -124,6 +124,8 @@ def child(spec: dict) -> dict:
     changes['num_envs'] = spec['num_envs']
   if spec.get('inner_scans') == 'unrolled':
     changes['unroll_inner_scans'] = True
+  elif getattr(train.TrainConfig(), 'unroll_inner_scans', False) is None:
+    changes['unroll_inner_scans'] = False  # Rolled, also on a GPU.
   if spec.get('forward') == 'twice':
     changes['forward_once'] = False
   if spec.get('frame_stack'):

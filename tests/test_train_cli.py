@@ -4,12 +4,15 @@ import argparse
 import csv
 import json
 import sys
+import types
 
 import pytest
 
 from disco import cli
+from disco import configs
 from disco import train
 from disco.train import cli as train_cli
+from disco.train import program
 from tests import tensorboard_events
 from tests import tiny_args
 
@@ -56,12 +59,37 @@ def test_every_config_field_is_a_flag(capsys):
         (['--rule=dqn'], 'Unknown rule'),
         (['--env=catch-cpu'], 'jittable'),
         (['--replay-fraction=1.5'], 'replay_fraction'),
+        (['--unroll-inner-scans=maybe'], 'unroll-inner-scans'),
     ],
 )
 def test_bad_flags_are_usage_errors(argv, message, capsys, tmp_path):
   status, _, err = _main(capsys, *argv, f'--out-dir={tmp_path}')
   assert status == 2, err
   assert message in err and 'Traceback' not in err
+
+
+@pytest.mark.parametrize(
+    'argv, value',
+    [
+        ([], None),
+        (['--unroll-inner-scans'], True),
+        (['--unroll-inner-scans', 'false'], False),
+        (['--unroll-inner-scans=none'], None),
+    ],
+)
+def test_unroll_inner_scans_is_a_flag_with_an_automatic_default(argv, value):
+  args = train_cli.build_parser().parse_args(argv)
+  assert args.unroll_inner_scans is value
+
+
+def test_unrolling_is_automatic_off_cpus_and_a_bad_value_is_named():
+  cpu, gpu = (types.SimpleNamespace(platform=p) for p in ('cpu', 'gpu'))
+  assert not program.unroll_on(None, [cpu])
+  assert program.unroll_on(None, [gpu])
+  assert program.unroll_on(True, [cpu]) and not program.unroll_on(False, [gpu])
+  assert train.TrainConfig().unroll_inner_scans is None
+  with pytest.raises(configs.ConfigError, match='unroll_inner_scans must be'):
+    train.TrainConfig(unroll_inner_scans=1)
 
 
 # The tests that run `_ARGS` with two seeds (tests/test_preemption.py's as

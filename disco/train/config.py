@@ -142,7 +142,9 @@ class TrainConfig(
       step and one learner step (Craftax's, Retrace's, the meta-network's;
       `disco.unrolling`): the same values (bit for bit on a CPU), fewer
       kernels one after another on a GPU, a longer compile. The loops over
-      a rollout's steps and an iteration's learner steps stay rolled.
+      a rollout's steps and an iteration's learner steps stay rolled. None
+      (the default): unrolled where the learner's devices are GPUs or TPUs,
+      rolled on CPUs, where it saves nothing (`unroll_on`).
     value_fn_dense: hidden sizes of the value network trained alongside a
       policy-gradient agent.
     value_fn_head_w_init_std: std of the init of that network's head.
@@ -212,7 +214,7 @@ class TrainConfig(
   taken_action_gradients: bool = True
   forward_once: bool = True
   share_meta_inputs: bool = True
-  unroll_inner_scans: bool = False
+  unroll_inner_scans: bool | None = None
   # Evaluation.
   eval_every: int = 0
   eval_envs: int = 16
@@ -274,8 +276,13 @@ class TrainConfig(
             'forward_once',
             'share_meta_inputs',
             'agent_lr_fit_budget',
-            'unroll_inner_scans',
         ),
+    )
+    check(
+        self.unroll_inner_scans is None
+        or isinstance(self.unroll_inner_scans, bool),
+        'unroll_inner_scans must be True, False or None (unrolled on GPUs'
+        f' and TPUs), got {self.unroll_inner_scans!r}.',
     )
     check(
         not (self.spread_fresh and self.replay_per_slot),
