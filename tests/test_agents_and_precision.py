@@ -92,12 +92,15 @@ def test_bfloat16_training_keeps_float32_parameters_and_changes_rounding():
 def test_cli_agent_flag_sets_the_sizes_and_other_flags_change_them(
     capsys, tmp_path
 ):
+  # One acting-only iteration, no evaluation: the run compiles two small
+  # programs; the flags' sizes are what it saves.
   argv = [
       *tiny_args.TRAIN,
       '--rule=actor_critic',
       '--env=catch',
       '--no-progress',
-      '--num-steps=2',
+      '--num-steps=1',
+      '--eval-every=0',
       f'--out-dir={tmp_path}',
   ]
   # --agent goes after the tiny sizes and replaces all three; a later

@@ -28,7 +28,12 @@ from disco.value_fns import value_fn as value_fn_lib
 _STEPS = 3
 
 
-def _steps(rule: str, taken: bool, forward_once: bool):
+def _steps(rule: str, taken: bool):
+  """`_STEPS` learner steps of each agent (forward_once True and False).
+
+  Both agents run the same network, so they start from one state and learn
+  from one rollout (acted by the first), with the same keys.
+  """
   config = train.preset(
       'crafter',
       rule=rule,
@@ -43,20 +48,24 @@ def _steps(rule: str, taken: bool, forward_once: bool):
   )
   env = learner.make_env(config, 6)
   rule_params = learner.build(config, None).update_rule_params
-  agent = agent_lib.Agent(
-      single_observation_spec=env.single_observation_spec(),
-      single_action_spec=env.single_action_spec(),
-      agent_settings=learner.make_agent_settings(config),
-      batch_axis_name=None,
-      taken_action_gradients=taken,
-      forward_once=forward_once,
-      optimizer=schedules.config_optimizer(config),
-  )
-  state = agent.initial_learner_state(jax.random.key(0))
+  agents = {
+      forward_once: agent_lib.Agent(
+          single_observation_spec=env.single_observation_spec(),
+          single_action_spec=env.single_action_spec(),
+          agent_settings=learner.make_agent_settings(config),
+          batch_axis_name=None,
+          taken_action_gradients=taken,
+          forward_once=forward_once,
+          optimizer=schedules.config_optimizer(config),
+      )
+      for forward_once in (True, False)
+  }
+  agent = agents[True]
+  initial_state = agent.initial_learner_state(jax.random.key(0))
   actor_state = agent.initial_actor_state(jax.random.key(0))
   env_state, timestep = env.reset(jax.random.key(1))
   rollout, *_ = acting.unroll_jittable_actor(
-      state.params,
+      initial_state.params,
       actor_state,
       timestep,
       env_state,
@@ -65,8 +74,7 @@ def _steps(rule: str, taken: bool, forward_once: bool):
       rollout_len=9,
       actor_step_fn=agent.actor_step,
   )
-  value_state = None
-  value_fn = None
+  step_kwargs = [{} for _ in range(_STEPS)]
   if rule == 'policy_gradient':
     # `learner.make_value_function`'s, without a device axis.
     value_fn = value_fn_lib.ValueFunction(
@@ -78,27 +86,27 @@ def _steps(rule: str, taken: bool, forward_once: bool):
         ),
         axis_name=None,
     )
-  step = jax.jit(functools.partial(agent.learner_step, is_meta_training=False))
-  outputs = []
-  for i in range(_STEPS):
-    kwargs = {}
-    if value_fn is not None:
-      if value_state is None:
-        value_state = value_fn.initial_state(
-            jax.random.key(5),
-            utils.zeros_like_spec(
-                env.single_observation_spec(), prepend_shape=(1,)
-            ),
-        )
-      value_state, value_out, _ = value_fn.update(
+    value_state = value_fn.initial_state(
+        jax.random.key(5),
+        utils.zeros_like_spec(
+            env.single_observation_spec(), prepend_shape=(1,)
+        ),
+    )
+    update = jax.jit(value_fn.update)
+    for kwargs in step_kwargs:
+      value_state, kwargs['value_out'], _ = update(
           value_state, learner.value_fn_rollout(rollout), rollout.logits
       )
-      kwargs['value_out'] = value_out
-    state, _, logs = step(
-        jax.random.key(10 + i), rollout, state, actor_state, rule_params,
-        **kwargs,
-    )  # fmt: skip
-    outputs.append((state, logs))
+  outputs = {}
+  for forward_once, each in agents.items():
+    step = jax.jit(functools.partial(each.learner_step, is_meta_training=False))
+    state, outputs[forward_once] = initial_state, []
+    for i, kwargs in enumerate(step_kwargs):
+      state, _, logs = step(
+          jax.random.key(10 + i), rollout, state, actor_state, rule_params,
+          **kwargs,
+      )  # fmt: skip
+      outputs[forward_once].append((state, logs))
   return outputs
 
 
@@ -114,7 +122,5 @@ def _steps(rule: str, taken: bool, forward_once: bool):
     ],
 )
 def test_one_forward_pass_takes_the_references_steps(rule, taken):
-  chex.assert_trees_all_equal(
-      _steps(rule, taken, forward_once=True),
-      _steps(rule, taken, forward_once=False),
-  )
+  steps = _steps(rule, taken)
+  chex.assert_trees_all_equal(steps[True], steps[False])

@@ -247,7 +247,12 @@ def test_meta_update_key_schedule(monkeypatch):
   monkeypatch.setattr(agent.agent, 'actor_step', _actor_step)
 
   meta_opt = optax.adam(config.meta_learning_rate)
-  params, _ = jax.jit(agent.update_rule.init_params)(jax.random.PRNGKey(0))
+  # The stubbed meta-gradient reads only the rule's shapes: zeros of them,
+  # without compiling the rule's random initialisation.
+  params = jax.tree.map(
+      lambda s: jnp.zeros(s.shape, s.dtype),
+      jax.eval_shape(agent.update_rule.init_params, jax.random.PRNGKey(0))[0],
+  )
   states = jax.jit(jax.vmap(agent.init_state))(
       jax.random.split(jax.random.PRNGKey(1), 2)
   )

@@ -305,6 +305,8 @@ def test_packed_rollouts_unpack_bit_for_bit(with_truncation):
 
 
 def _protocol(**changes) -> train.TrainConfig:
+  # Learning from the first iteration (`learning_starts` at most
+  # `num_envs`): a run compiles no acting-only program.
   return train.preset(
       'crafter',
       **(
@@ -316,7 +318,7 @@ def _protocol(**changes) -> train.TrainConfig:
               replay_fraction=0.75,  # 2 fresh per update: 1 step per rollout
               num_envs=2,
               buffer_capacity=16,
-              learning_starts=4,
+              learning_starts=2,
               num_steps=6,
               steps_per_chunk=2,
           )

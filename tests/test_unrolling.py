@@ -127,6 +127,7 @@ def test_a_disco103_run_with_unrolled_scans_is_the_same_bit_for_bit(
 
     return call
 
+  # Learning from the first iteration: no acting-only program to compile.
   config = train.TrainConfig(
       rule='disco',
       env_settings={'rows': 5, 'columns': 5},
@@ -134,7 +135,7 @@ def test_a_disco103_run_with_unrolled_scans_is_the_same_bit_for_bit(
       agent_dense=(16,),
       agent_lstm_size=8,
       agent_head_mlp_hiddens=(8,),
-      learning_starts=4,
+      learning_starts=2,
       buffer_capacity=8,
       num_steps=6,
       steps_per_chunk=3,
