@@ -4,23 +4,17 @@ Disco103 under the `crafter` protocol ends near a random policy on symbolic
 Craftax-Classic (2.90 at 1M steps; benchmarks/results/paper_protocol_1m_cpu).
 Each arm (`ARMS`) changes one thing of that run (`crafter` preset,
 `craftax_frames` agent, time limits as terminations, 32 evaluation
-episodes):
-
-* width_256, width_1024: the action model's LSTM and heads 64 -> 256, 1024;
-* conv_grid: the convolutional torso (`conv_frames`) on the map as a grid
-  ('Craftax-Classic-Symbolic-Grid-v1');
-* rollout_per_update: the other reading of the replay ratio
-  (`crafter_rollout_per_update`: 232 environment steps per update);
-* no_weight_decay: weight decay 0 instead of 0.3;
-* base: the run itself again, for Crafter's measures, which the old
-  records lack.
+episodes): the action model's width (width_256, width_1024), the
+convolutional torso on the map as a grid (conv_grid), the other reading of
+the replay ratio (rollout_per_update), weight decay 0 (no_weight_decay);
+base is the run again, with Crafter's measures.
 
 Each seed is one run in pieces (`disco.studies.runs`), resumed by running
-the same command again. `--report` writes arms.csv (per seed: the last
-evaluation's return, the training episodes' return and Crafter score over
-the last 10% of steps), summary.csv (IQM [95% bootstrap interval] per arm)
-and curves.png (evaluation return, Crafter score, the entropies of the
-policy and of the predictions y and z, against environment steps).
+the same command again; `--seeds-together` trains them as one `vmap`ped
+run (a GPU's: benchmarks/gpu_arms.sh). `--report` writes arms.csv (per
+seed: the last evaluation's return; over the last 10% of steps the
+training return, Crafter score and entropies), summary.csv (IQM [95%
+bootstrap interval] per arm) and curves.png.
 
   python benchmarks/craftax_arms.py --out benchmarks/results/craftax_arms \\
       --arms rollout_per_update --seeds 0 1 2 --env-steps 250000
@@ -123,10 +117,11 @@ def arm_config(arm: str, seed: int, env_steps: int, args: argparse.Namespace):
   )
 
 
-def run_name(arm: str, env_steps: int, seed: int) -> str:
-  """'<arm>__<budget>__s<seed>': the report's arm label is what precedes s."""
+def run_name(arm: str, env_steps: int, seeds: tuple[int, ...]) -> str:
+  """'<arm>__<budget>__s<seed>[-<last>]': the arm label precedes '__s'."""
   budget = f'{env_steps // 1000}k' if env_steps % 1000 == 0 else env_steps
-  return f'{arm}__{budget}__s{seed}'
+  together = f'-{seeds[-1]}' if len(seeds) > 1 else ''
+  return f'{arm}__{budget}__s{seeds[0]}{together}'
 
 
 def base_records(env_steps: int) -> list[dict[str, Any]]:
@@ -144,10 +139,13 @@ def base_records(env_steps: int) -> list[dict[str, Any]]:
   return out
 
 
-def seed_columns(record: dict[str, Any]) -> tuple[str, int, dict]:
-  """(arm label, seed, the seed's log columns) of a record."""
-  arm, seed = record['name'].rsplit('__s', 1)
-  return arm, int(seed), records.seed_columns(record, int(seed))
+def seed_columns(record: dict[str, Any]) -> list[tuple[str, int, dict]]:
+  """[(arm label, seed, the seed's log columns)] of a record's seeds."""
+  arm = record['name'].rsplit('__s', 1)[0]
+  return [
+      (arm, int(seed), records.seed_columns(record, int(seed)))
+      for seed in record['seeds']
+  ]
 
 
 def pooled_score(logs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
@@ -156,17 +154,13 @@ def pooled_score(logs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
   if not names:
     return np.array([]), np.array([])
   rows = logs['step'] > 0
-  steps, episodes = logs['env_steps'][rows], logs['train_episodes'][rows]
   unlocked = np.stack([logs[k][rows] for k in names], axis=1)
-  xs, ys = [], []
-  for start in range(0, len(steps) - SCORE_ROWS + 1, SCORE_ROWS):
-    group = slice(start, start + SCORE_ROWS)
-    count = np.sum(episodes[group])
-    if count:
-      rates = 100.0 * np.sum(unlocked[group], axis=0) / count
-      xs.append(steps[group][-1])
-      ys.append(metrics.crafter_score(rates))
-  return np.array(xs), np.array(ys)
+  return metrics.crafter_score_curve(
+      logs['env_steps'][rows],
+      logs['train_episodes'][rows],
+      unlocked,
+      SCORE_ROWS,
+  )
 
 
 def _last_tenth(logs: dict[str, np.ndarray], column: str) -> float:
@@ -176,9 +170,10 @@ def _last_tenth(logs: dict[str, np.ndarray], column: str) -> float:
   return float(np.mean(values[window])) if window.any() else float('nan')
 
 
-def seed_row(record: dict[str, Any]) -> dict[str, Any]:
+def seed_row(
+    record: dict[str, Any], arm: str, seed: int, logs: dict[str, np.ndarray]
+) -> dict[str, Any]:
   """One seed's results: last evaluation, Crafter's measures, cost."""
-  arm, seed, logs = seed_columns(record)
   trained = logs['step'] > 0
   names = [k for k in logs if k.startswith('unlocked/')]
   final = metrics.final_training_measures(
@@ -224,10 +219,10 @@ def plot(found: list[dict[str, Any]], path: pathlib.Path) -> None:
   """Each seed's curves, one colour per arm, one line style per seed."""
   fig, axes = plots.figure(1, len(CURVES), (4 * len(CURVES), 3.6))
   axes = axes[0]
-  arms = list(dict.fromkeys(seed_columns(r)[0] for r in found))
+  seeds = [columns for r in found for columns in seed_columns(r)]
+  arms = list(dict.fromkeys(arm for arm, _, _ in seeds))
   labelled = set()
-  for record in found:
-    arm, seed, logs = seed_columns(record)
+  for arm, seed, logs in seeds:
     style = dict(
         color=f'C{arms.index(arm)}',
         linestyle=plots.SEED_LINESTYLES[seed % len(plots.SEED_LINESTYLES)],
@@ -258,7 +253,7 @@ def report(out: pathlib.Path, include_partial: bool) -> None:
     return
   budget = max(max(x for x in r['logs']['env_steps'] if x) for r in found)
   found = base_records(budget) + found
-  rows = [seed_row(r) for r in found]
+  rows = [seed_row(r, *columns) for r in found for columns in seed_columns(r)]
   tables.write_csv(out / 'arms.csv', rows)
   tables.write_csv(out / 'summary.csv', summary(rows))
   plot(found, out / 'curves.png')
@@ -268,20 +263,21 @@ def report(out: pathlib.Path, include_partial: bool) -> None:
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  runs.add_flags(parser, seeds=(0, 1, 2))
+  runs.add_flags(parser, seeds=(0, 1, 2), one_call=True)
   parser.add_argument('--arms', nargs='*', choices=sorted(ARMS), default=[])
   parser.add_argument('--env-steps', type=int, default=250_000)
   parser.add_argument('--steps-per-chunk', type=int, default=4)
   parser.add_argument('--checkpoint-every', type=int, default=40)
   args = parser.parse_args(argv)
-  todo = [
-      runs.TrainRun(
-          run_name(arm, args.env_steps, seed),
-          arm_config(arm, seed, args.env_steps, args),
-      )
-      for arm in args.arms
-      for seed in args.seeds
-  ]
+  todo = runs.seed_runs(
+      ENV,
+      args.arms,
+      args.seeds,
+      name_fn=lambda arm, seeds: run_name(arm, args.env_steps, seeds),
+      config_fn=lambda arm, seed: arm_config(arm, seed, args.env_steps, args),
+      together=args.seeds_together,
+      checkpoints=not args.no_checkpoints,
+  )
   steps = [
       lambda: runs.run_all(args.out, todo, show_progress=not args.no_progress)
   ]

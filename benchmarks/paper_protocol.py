@@ -82,7 +82,6 @@ PAPER_CRAFTER_1M = {
 FLAGS = {
     '--env': dict(choices=ENVS),
     '--algos': dict(nargs='+', choices=ALGOS, default=ALGOS),
-    '--seeds-together': dict(action='store_true', help='seeds as one run'),
     '--env-steps': dict(
         type=int,
         help=(
@@ -110,15 +109,14 @@ FLAGS = {
     ),
     '--unroll-inner-scans': dict(
         action='store_true',
-        help='unroll the scans in an environment step and a learner step',
+        help=(
+            'unroll the scans in an environment step and a learner step'
+            ' (default: unrolled on GPUs and TPUs, rolled on CPUs)'
+        ),
     ),
     '--frame-stack': dict(type=int, help="default: the protocol's, 32 or 4"),
     '--evaluations': dict(type=int, default=EVALUATIONS, help='but the first'),
     '--checkpoint-every': dict(type=int, default=CHECKPOINT_ITERATIONS),
-    '--no-checkpoints': dict(
-        action='store_true',
-        help='a run in one piece (one device call): its rows kept if stopped',
-    ),
     '--steps-per-chunk': dict(type=int, default=STEPS_PER_CHUNK),
 }
 
@@ -270,7 +268,7 @@ def report(out: pathlib.Path, include_partial: bool) -> None:
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  runs_lib.add_flags(parser, seeds=(0, 1, 2))
+  runs_lib.add_flags(parser, seeds=(0, 1, 2), one_call=True)
   for flag, settings in FLAGS.items():
     parser.add_argument(flag, **settings)
   args = parser.parse_args(argv)

@@ -58,6 +58,36 @@ def crafter_score(success_rates: np.ndarray) -> float:
   return float(np.exp(np.mean(np.log1p(rates))) - 1.0)
 
 
+def crafter_score_curve(
+    env_steps: np.ndarray,
+    episodes: np.ndarray,
+    unlocked: np.ndarray,
+    rows: int,
+) -> tuple[np.ndarray, np.ndarray]:
+  """Crafter's score over consecutive groups of `rows` log rows.
+
+  One row's few episodes give a noisy score; a group pools them.
+
+  Args:
+    env_steps: [R] environment steps at each row.
+    episodes: [R] training episodes ended in each row.
+    unlocked: [R, A] of those, how many unlocked each achievement.
+    rows: rows per group (a trailing part group is dropped).
+
+  Returns:
+    ([G] each group's last environment steps, [G] its score); groups
+    without an episode are left out.
+  """
+  xs, ys = [], []
+  for start in range(0, len(env_steps) - rows + 1, rows):
+    group = slice(start, start + rows)
+    count = np.sum(episodes[group])
+    if count:
+      xs.append(env_steps[group][-1])
+      ys.append(crafter_score(100.0 * np.sum(unlocked[group], axis=0) / count))
+  return np.asarray(xs), np.asarray(ys)
+
+
 def final_training_measures(
     env_steps: np.ndarray,
     train_return: np.ndarray,

@@ -227,3 +227,43 @@ def test_each_craftax_arm_changes_one_factor_of_the_base():
     assert 250_000 <= steps < 250_000 + config.env_steps_per_step
   assert base['rule'] == 'disco' and base['truncation'] == 'terminate'
   assert base['agent_frame_embedding'] == 64 and base['frame_stack'] == 32
+
+
+def test_craftax_arms_seeds_together_are_one_run_reported_per_seed():
+  arms = _load('craftax_arms')
+  todo = arms.runs.seed_runs(
+      arms.ENV,
+      ['base', 'width_256'],
+      (0, 1, 2),
+      name_fn=lambda arm, seeds: arms.run_name(arm, 250_000, seeds),
+      config_fn=lambda arm, seed: arms.arm_config(
+          arm, seed, 250_000, argparse.Namespace(
+              steps_per_chunk=10, checkpoint_every=40)),
+      together=True,
+      checkpoints=False,
+  )  # fmt: skip
+  assert [(r.name, r.num_seeds, r.checkpoints) for r in todo] == [
+      ('base__250k__s0-2', 3, False),
+      ('width_256__250k__s0-2', 3, False),
+  ]
+  # A record of two seeds together: one row per seed in the report.
+  logs = dict(
+      seed=[0, 1, 0, 1],
+      step=[0, 0, 4, 4],
+      env_steps=[0, 0, 696, 696],
+      learner_steps=[0, 0, 100, 100],
+      train_return=[None, None, 1.0, 3.0],
+      train_episodes=[None, None, 2, 2],
+      eval_return=[0.5, 0.7, 2.0, 4.0],
+      **{
+          f'logs/{name}': [None, None, 2.5, 2.6]
+          for name in ('entropy', 'y_entropy', 'z_entropy')
+      },
+  )
+  record = dict(name='base__1k__s0-1', seeds=[0, 1], status='done',
+                logs=logs, wall_seconds=10.0)  # fmt: skip
+  rows = [arms.seed_row(record, *c) for c in arms.seed_columns(record)]
+  assert [(r['arm'], r['seed'], r['eval_return']) for r in rows] == [
+      ('base__1k', 0, 2.0),
+      ('base__1k', 1, 4.0),
+  ]

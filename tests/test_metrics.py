@@ -101,6 +101,16 @@ def test_crafter_score_is_the_geometric_mean_of_one_plus_the_rates():
   assert metrics.crafter_score([90.0, 10.0]) < 50.0
 
 
+def test_crafter_score_curve_pools_rows_into_groups():
+  env_steps = np.array([10, 20, 30, 40, 50])
+  episodes = np.array([1, 1, 0, 0, 2])
+  unlocked = np.array([[1, 0], [1, 1], [0, 0], [0, 0], [2, 0]])
+  steps, scores = metrics.crafter_score_curve(env_steps, episodes, unlocked, 2)
+  # Groups (10, 20) and (30, 40); 50 is a part group, (30, 40) has no episode.
+  np.testing.assert_array_equal(steps, [20])
+  assert math.isclose(scores[0], metrics.crafter_score([100.0, 50.0]))
+
+
 def test_final_training_measures_cover_the_last_tenth_of_the_steps():
   env_steps = np.array([100, 200, 300, 400, 500, 600, 700, 800, 900, 1000])
   returns = np.array([0, 0, 0, 0, 0, 0, 0, 0, 2.0, 5.0])

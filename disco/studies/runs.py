@@ -221,12 +221,27 @@ def command(
   return 0
 
 
-def add_flags(parser: argparse.ArgumentParser, seeds: Sequence[int]) -> None:
+def add_flags(
+    parser: argparse.ArgumentParser,
+    seeds: Sequence[int],
+    one_call: bool = False,
+) -> None:
   """The flags of every study command that runs in pieces.
 
   `--out` (required), `--seeds` (default `seeds`), `--report`,
-  `--include-partial` and `--no-progress`.
+  `--include-partial` and `--no-progress`; with `one_call`, those of runs
+  made for one accelerator call: `--seeds-together` and `--no-checkpoints`
+  (`seed_runs`' `together` and `checkpoints`).
   """
+  if one_call:
+    parser.add_argument(
+        '--seeds-together', action='store_true', help='seeds as one run'
+    )
+    parser.add_argument(
+        '--no-checkpoints',
+        action='store_true',
+        help='a run in one piece (one device call): its rows kept if stopped',
+    )
   parser.add_argument('--out', type=pathlib.Path, required=True)
   parser.add_argument('--seeds', nargs='+', type=int, default=tuple(seeds))
   parser.add_argument(
