@@ -11,6 +11,8 @@ import pathlib
 
 import pytest
 
+from disco import train
+from disco.studies import records
 from disco.studies import runs as runs_lib
 
 _BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / 'benchmarks'
@@ -267,3 +269,25 @@ def test_craftax_arms_seeds_together_are_one_run_reported_per_seed():
       ('base__1k', 0, 2.0),
       ('base__1k', 1, 4.0),
   ]
+
+
+def test_a_record_is_of_its_values_not_of_how_its_run_was_cut():
+  saved = dict(
+      config=train.TrainConfig(
+          steps_per_chunk=4, unroll_inner_scans=False
+      ).to_dict(),
+      num_seeds=1,
+  )
+
+  def asked(**changes):
+    return dict(config=train.TrainConfig(**changes).to_dict(), num_seeds=1)
+
+  # Cut, checkpointed or compiled otherwise: the same run.
+  assert records.same_settings(
+      saved, asked(steps_per_chunk=10, checkpoint_every=7, keep_checkpoints=1)
+  )
+  assert records.same_settings(saved, asked(unroll_inner_scans=None))
+  # Another budget, value or seed count: another run.
+  assert not records.same_settings(saved, asked(num_steps=7))
+  assert not records.same_settings(saved, asked(discount=0.9))
+  assert not records.same_settings(saved, dict(asked(), num_seeds=2))

@@ -24,6 +24,11 @@ from disco import files
 DONE = 'done'
 PARTIAL = 'partial'
 RUNS_DIR = 'runs'
+# The trainer's execution fields (`disco.train.config.EXECUTION_FIELDS`,
+# which a run may change when it resumes) that a record is still of: its
+# budget and its rule's parameters. The others (how a run is cut into
+# calls, checkpointed and compiled) are left out of its settings.
+RECORD_OF = ('num_steps', 'update_rule_params')
 
 
 class RecordError(Exception):
@@ -56,14 +61,19 @@ def normal_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
 
   A `config` entry is read back through `disco.train.TrainConfig`, so a
   record saved before a field existed matches a config with that field at
-  its default.
+  its default; the execution fields that only cut, checkpoint and compile
+  a run are left out, so a run resumes and a record counts whatever they
+  are.
   """
   from disco import train  # pylint: disable=g-import-not-at-top
+  from disco.train import config as config_lib  # pylint: disable=g-import-not-at-top
 
   settings = jsonable(settings)
   if isinstance(settings.get('config'), dict):
+    config = train.TrainConfig.from_dict(settings['config']).to_dict()
+    how_run = config_lib.EXECUTION_FIELDS.difference(RECORD_OF)
     settings['config'] = jsonable(
-        train.TrainConfig.from_dict(settings['config']).to_dict()
+        {k: v for k, v in config.items() if k not in how_run}
     )
   return settings
 
