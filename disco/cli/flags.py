@@ -219,10 +219,7 @@ def add_config_flags(
       parse, metavar, show = flag_types[name]
     names = [flag(name)] + (['--' + name] if '_' in name else [])
     kwargs: dict[str, Any] = dict(type=parse, metavar=metavar)
-    if hints[name] is bool or set(typing.get_args(hints[name])) == {
-        bool,
-        type(None),
-    }:
+    if hints[name] in (bool, bool | None):
       # `--fast` alone means true; `--fast false` is accepted too.
       kwargs.update(nargs='?', const=True)
     group.add_argument(
