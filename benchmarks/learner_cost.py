@@ -35,9 +35,6 @@ invocation, for a before-and-after ratio.
 
   python benchmarks/learner_cost.py --out benchmarks/results/learner_cost.csv
   python benchmarks/learner_cost.py --envs catch --agents colab --rules disco
-  python benchmarks/learner_cost.py --presets crafter --frame-stacks 1 32 \
-      --envs craftax:Craftax-Classic-Symbolic-v1 --agents craftax \
-      craftax_frames --dtypes float32
   python benchmarks/learner_cost.py --presets crafter \
       --envs craftax:Craftax-Classic-Symbolic-v1 --agents craftax_frames \
       --dtypes float32 --rules disco --inner-scans rolled unrolled

@@ -1,8 +1,9 @@
 """Atomic, verified checkpoints of training state.
 
-A checkpoint is one directory, `<root>/step_<step>/`, holding
-
-Details and rationale: `docs/modules.md`.
+A checkpoint is one directory, `<root>/step_<step>/`, holding the update
+rule's parameters, the run's state arrays and a metadata file with their
+SHA-256 sums; it appears whole or not at all. Details and rationale:
+`docs/modules.md`.
 """
 
 from collections.abc import Callable, Mapping
@@ -91,7 +92,6 @@ def from_json_array(array: np.ndarray) -> Any:
   return json.loads(np.asarray(array, np.uint8).tobytes().decode())
 
 
-# ----------------------------------------------------------------------------
 # Pytrees <-> flat dicts.
 
 
@@ -150,7 +150,6 @@ def restore_tree(
   return jax.tree_util.tree_unflatten(treedef, [stored[key] for key in wanted])
 
 
-# ----------------------------------------------------------------------------
 # Listing.
 
 
@@ -178,7 +177,6 @@ def step_path(root: PathLike, step: int) -> pathlib.Path:
   return pathlib.Path(root) / f'step_{step:08d}'
 
 
-# ----------------------------------------------------------------------------
 # Writing.
 
 
@@ -265,7 +263,6 @@ def save(
   return final
 
 
-# ----------------------------------------------------------------------------
 # Reading.
 
 
