@@ -23,9 +23,10 @@
 #      2026-11-28), then three seeds with each frame embedded once and
 #      every frame (3.87 ms per update and seed, every frame, 2026-11-28).
 # GPU_SETTINGS names the settings to run, in its order (default: the list
-# above, by the names in `named` below); beside them eight_seeds_unrolled
-# and, for issue 55, pixels_paper_unrolled(_bf16): the `paper` agent on
-# Craftax-Classic-Pixels, a rollout of every environment per update.
+# above, by the names in `named` below); beside them eight_seeds_unrolled,
+# sixteen_seeds_unrolled and, for issue 55, pixels_paper_unrolled(_bf16):
+# the `paper` agent on Craftax-Classic-Pixels, a rollout of every
+# environment per update.
 # Each setting is its own learner_cost.py invocation (one process) under
 # `timeout` (GPU_SETTING_TIMEOUT_S, default 150), and none starts after
 # GPU_DEADLINE_S (default 400). The CSVs come back in $OUT with log.txt.
@@ -82,6 +83,8 @@ named() {
       setting "$1" "" --num-seeds 3 --inner-scans unrolled ;;
     eight_seeds_unrolled)
       setting "$1" "" --num-seeds 8 --inner-scans unrolled --chunk 3 ;;
+    sixteen_seeds_unrolled)
+      setting "$1" "" --num-seeds 16 --inner-scans unrolled --chunk 2 ;;
     one_seed_envs96) setting "$1" "" --num-seeds 1 --num-envs 96 --chunk 1 ;;
     unroll_*) setting "$1" "${UNROLL}_${1#unroll_}" --num-seeds 1 ;;
     once) setting "$1" "" --num-seeds 3 ;;
