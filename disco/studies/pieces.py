@@ -4,7 +4,8 @@ A run is one `disco.train.TrainConfig` trained for some seeds together.
 `run` trains it with checkpoints in `<out>/checkpoints/<name>/` and resumes
 from the newest one, so a run stopped by Ctrl-C, SIGTERM or a killed
 process goes on where its last checkpoint was. Every call is a piece, listed
-with its wall time in `<out>/checkpoints/<name>/pieces.json`. A finished
+with its wall time in `<out>/checkpoints/<name>/pieces.json` (while it runs
+too, so a killed process's time is kept). A finished
 run's record (`disco.studies.records`: its settings, pieces and every log
 row of every seed) goes to `<out>/runs/<name>.json`, and a later call
 returns it without training; a stopped one leaves a partial record of its
@@ -29,6 +30,11 @@ from disco.studies import records
 
 CHECKPOINTS_DIR = 'checkpoints'
 PIECES_FILE = 'pieces.json'
+# A piece in progress is listed as RUNNING at most this often, so a killed
+# process (out of memory, SIGKILL) leaves its time; the next call marks it
+# KILLED.
+RUNNING_EVERY_S = 60.0
+RUNNING, KILLED = 'running', 'killed'
 
 
 def read_pieces(
@@ -131,16 +137,31 @@ def run(
         f'{ckpt_dir} holds checkpoints of other settings; delete it or'
         ' use another --out'
     )
+  if pieces and pieces[-1]['status'] == RUNNING:
+    pieces[-1]['status'] = KILLED  # Its process ended without a word.
   start_step = checkpoint.latest_step(ckpt_dir) or 0 if ckpt_dir.is_dir() else 0
   start = time.perf_counter()
-  done = dict(step=start_step)
+  done = dict(step=start_step, listed=start)
   live_rows: list[dict[str, float]] = []
   status = 'interrupted'
+
+  def this_piece(status: str) -> dict[str, Any]:
+    return dict(
+        started_at_step=start_step,
+        ended_at_step=done['step'],
+        wall_seconds=time.perf_counter() - start,
+        status=status,
+        finished=time.strftime('%Y-%m-%d %H:%M:%S'),
+    )
+
   with progress_bar(config, name, show_progress) as bar:
 
     def _progress(step: int, row: Mapping[str, float]) -> None:
       done['step'] = step
       bar(step, row)
+      if time.perf_counter() - done['listed'] >= RUNNING_EVERY_S:
+        done['listed'] = time.perf_counter()
+        write_pieces(pieces_path, settings, pieces + [this_piece(RUNNING)])
 
     try:
       with sigterm_as_ctrl_c():
@@ -156,15 +177,7 @@ def run(
         )
       status = 'finished'
     finally:
-      pieces.append(
-          dict(
-              started_at_step=start_step,
-              ended_at_step=done['step'],
-              wall_seconds=time.perf_counter() - start,
-              status=status,
-              finished=time.strftime('%Y-%m-%d %H:%M:%S'),
-          )
-      )
+      pieces.append(this_piece(status))
       write_pieces(pieces_path, settings, pieces)
       if status != 'finished':
         if checkpoints and checkpoint.latest_step(ckpt_dir):

@@ -105,6 +105,35 @@ def test_a_run_without_checkpoints_keeps_its_rows_when_stopped(
   assert partial['name'] == name
 
 
+def test_a_killed_piece_keeps_its_time_and_reads_as_killed(
+    tmp_path, monkeypatch
+):
+  """A process killed outright (out of memory) runs no `finally`."""
+  name = 'run'
+  pieces_path = tmp_path / pieces.CHECKPOINTS_DIR / name / pieces.PIECES_FILE
+  listed = {}
+
+  class _KillAfter3(pieces.progress.ProgressBar):
+
+    def __call__(self, step, row):
+      if step == 3:
+        listed['text'] = pieces_path.read_text()  # What a kill leaves.
+        os.kill(os.getpid(), signal.SIGINT)
+
+  monkeypatch.setattr(pieces, 'RUNNING_EVERY_S', 0.0)
+  monkeypatch.setattr(pieces.progress, 'ProgressBar', _KillAfter3)
+  with pytest.raises(KeyboardInterrupt):
+    pieces.run(tmp_path, name, tiny.tiny_config(), num_seeds=1)
+  monkeypatch.undo()
+  (running,) = json.loads(listed['text'])['pieces']
+  assert running['status'] == pieces.RUNNING
+  assert running['ended_at_step'] == 2 and running['wall_seconds'] > 0
+  pieces_path.write_text(listed['text'])  # As if its `finally` never ran.
+  done = pieces.run(tmp_path, name, tiny.tiny_config(), num_seeds=1)
+  assert [p['status'] for p in done['pieces']] == [pieces.KILLED, 'finished']
+  assert done['pieces'][0]['wall_seconds'] == running['wall_seconds']
+
+
 def test_a_command_stopped_by_sigterm_says_so_and_the_same_one_resumes(
     capsys, tmp_path, monkeypatch
 ):
