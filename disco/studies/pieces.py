@@ -13,7 +13,7 @@ rows so far. Files of other settings under the same name are an error,
 never overwritten.
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 import contextlib
 import json
 import os
@@ -58,6 +58,76 @@ def write_pieces(
   records.write_json(
       path, dict(settings=records.jsonable(settings), pieces=pieces)
   )
+
+
+class PieceLog:
+  """One call of a resumable run: listed while it runs, ended with a status.
+
+  The earlier calls' pieces come first; one still `running` there was
+  killed outright, and reads `killed`. `advance` lists this piece as
+  `running` at most every `RUNNING_EVERY_S` seconds; `end` lists it with
+  its status. A piece spans `started_at_<unit>` to `ended_at_<unit>`.
+  """
+
+  def __init__(
+      self,
+      path: pathlib.Path | None,
+      settings: Mapping[str, Any],
+      earlier: list[dict[str, Any]],
+      first: int,
+      unit: str = 'step',
+      fields: Callable[[], Mapping[str, Any]] = dict,
+      started: float | None = None,
+  ):
+    """Starts this call's piece after the `earlier` ones.
+
+    Args:
+      path: where the pieces are listed (None: nowhere).
+      settings: the run's settings, listed with them.
+      earlier: the earlier calls' pieces (`read_pieces`).
+      first: where this call starts, in `unit`s.
+      unit: what the run counts (`step`, `iteration`).
+      fields: more entries of the piece, read when it is listed.
+      started: `time.perf_counter()` at the call's start (None: now).
+    """
+    self._path, self._settings, self._unit = path, settings, unit
+    self._first, self._fields = first, fields
+    self.earlier = [dict(p) for p in earlier]
+    if self.earlier and self.earlier[-1]['status'] == RUNNING:
+      self.earlier[-1]['status'] = KILLED  # Its process ended without a word.
+    self.done = first
+    self._start = time.perf_counter() if started is None else started
+    self._listed = time.perf_counter()
+
+  def piece(self, status: str) -> dict[str, Any]:
+    """This call's piece so far."""
+    return {
+        f'started_at_{self._unit}': self._first,
+        f'ended_at_{self._unit}': self.done,
+        'wall_seconds': time.perf_counter() - self._start,
+        **self._fields(),
+        'status': status,
+        'finished': time.strftime('%Y-%m-%d %H:%M:%S'),
+    }
+
+  def advance(self, done: int) -> None:
+    """The run reached `done`; lists the piece if a listing is due."""
+    self.done = done
+    if (
+        self._path is not None
+        and time.perf_counter() - self._listed >= RUNNING_EVERY_S
+    ):
+      self._listed = time.perf_counter()
+      write_pieces(
+          self._path, self._settings, self.earlier + [self.piece(RUNNING)]
+      )
+
+  def end(self, status: str) -> list[dict[str, Any]]:
+    """Every piece, this one ended with `status`; listed at `path`."""
+    pieces = self.earlier + [self.piece(status)]
+    if self._path is not None:
+      write_pieces(self._path, self._settings, pieces)
+    return pieces
 
 
 @contextlib.contextmanager
@@ -137,31 +207,16 @@ def run(
         f'{ckpt_dir} holds checkpoints of other settings; delete it or'
         ' use another --out'
     )
-  if pieces and pieces[-1]['status'] == RUNNING:
-    pieces[-1]['status'] = KILLED  # Its process ended without a word.
   start_step = checkpoint.latest_step(ckpt_dir) or 0 if ckpt_dir.is_dir() else 0
-  start = time.perf_counter()
-  done = dict(step=start_step, listed=start)
+  log = PieceLog(pieces_path, settings, pieces, start_step)
   live_rows: list[dict[str, float]] = []
   status = 'interrupted'
-
-  def this_piece(status: str) -> dict[str, Any]:
-    return dict(
-        started_at_step=start_step,
-        ended_at_step=done['step'],
-        wall_seconds=time.perf_counter() - start,
-        status=status,
-        finished=time.strftime('%Y-%m-%d %H:%M:%S'),
-    )
 
   with progress_bar(config, name, show_progress) as bar:
 
     def _progress(step: int, row: Mapping[str, float]) -> None:
-      done['step'] = step
       bar(step, row)
-      if time.perf_counter() - done['listed'] >= RUNNING_EVERY_S:
-        done['listed'] = time.perf_counter()
-        write_pieces(pieces_path, settings, pieces + [this_piece(RUNNING)])
+      log.advance(step)
 
     try:
       with sigterm_as_ctrl_c():
@@ -177,8 +232,7 @@ def run(
         )
       status = 'finished'
     finally:
-      pieces.append(this_piece(status))
-      write_pieces(pieces_path, settings, pieces)
+      pieces = log.end(status)
       if status != 'finished':
         if checkpoints and checkpoint.latest_step(ckpt_dir):
           write_partial(out, name, settings, pieces, ckpt_dir)

@@ -160,7 +160,7 @@ def run_ppo_segmented(
   points = []
   eval_key = jax.random.PRNGKey(0)
   done = dict(iteration=0, saved=-1)
-  pieces = []
+  earlier = []
   if resume:
     ckpt = checkpoint.load(checkpoint_dir)
     state = checkpoint.restore_tree(state, ckpt.arrays, 'state')
@@ -170,7 +170,7 @@ def run_ppo_segmented(
   if checkpoint_dir is not None:
     pieces_path = checkpoint_dir / pieces_lib.PIECES_FILE
     # Of other settings: a fresh start (the checkpoints were checked above).
-    pieces = pieces_lib.read_pieces(pieces_path, identity) or []
+    earlier = pieces_lib.read_pieces(pieces_path, identity) or []
   first = done['iteration']
 
   def save() -> pathlib.Path | None:
@@ -192,6 +192,18 @@ def run_ppo_segmented(
 
   save_every = max(1, math.ceil(total / CHECKPOINTS))
   loop_start = time.perf_counter()
+  log = pieces_lib.PieceLog(
+      None if checkpoint_dir is None else pieces_path,
+      identity,
+      earlier,
+      first,
+      unit='iteration',
+      fields=lambda: dict(
+          compile_seconds=compile_time,
+          train_seconds=time.perf_counter() - loop_start,
+      ),
+      started=start,
+  )
   status = 'interrupted'
   try:
     with runtime.stop_on_interrupt('PPO iteration', handle_interrupts) as stop:
@@ -203,6 +215,7 @@ def run_ppo_segmented(
               jax.device_get(eval_fn(state, jax.random.split(key, len(seeds))))
           )
         done['iteration'] = i
+        log.advance(i)
         if i % save_every == 0 and i < total:
           save()
         if progress_fn is not None:
@@ -211,20 +224,7 @@ def run_ppo_segmented(
           stop(save)
     status = 'finished'
   finally:
-    end = time.perf_counter()
-    pieces.append(
-        dict(
-            started_at_iteration=first,
-            ended_at_iteration=done['iteration'],
-            wall_seconds=end - start,
-            compile_seconds=compile_time,
-            train_seconds=end - loop_start,
-            status=status,
-            finished=time.strftime('%Y-%m-%d %H:%M:%S'),
-        )
-    )
-    if checkpoint_dir is not None:
-      pieces_lib.write_pieces(pieces_path, identity, pieces)
+    pieces = log.end(status)
   steps, lengths, returns = (np.stack(x, axis=1) for x in zip(*points))
   return {
       'env_id': env,

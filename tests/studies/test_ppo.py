@@ -8,6 +8,7 @@ run on CartPole stopped and resumed.
 """
 
 import importlib.util
+import json
 import os
 import signal
 
@@ -16,6 +17,7 @@ import pytest
 
 from disco import checkpoint
 from disco import interrupts
+from disco.studies import pieces
 from disco.studies import ppo
 from disco.studies import ppo_runs
 from disco.studies import ppo_segmented
@@ -154,6 +156,39 @@ def test_segmented_ppo_resumes_bit_for_bit(tmp_path, monkeypatch):
       checkpoint.CheckpointMismatchError, match='another PPO run'
   ):
     run(seeds=(0, 2), checkpoint_dir=tmp_path)
+
+
+@_NEEDS_REJAX
+def test_a_killed_ppo_piece_keeps_its_time_and_reads_as_killed(
+    tmp_path, monkeypatch
+):
+  """A process killed outright runs no `finally`: its listing stays."""
+  monkeypatch.setattr(ppo_segmented, 'CHECKPOINTS', 2)
+  monkeypatch.setattr(pieces, 'RUNNING_EVERY_S', 0.0)
+  pieces_path = tmp_path / pieces.PIECES_FILE
+  listed = {}
+
+  def run(**kwargs):
+    return ppo_segmented.run_ppo_segmented(
+        'CartPole-v1', 6 * 32, (0,), 3, 4, _TINY, checkpoint_dir=tmp_path,
+        **kwargs,
+    )  # fmt: skip
+
+  def kill_after_5(iteration):
+    if iteration == 5:
+      listed['text'] = pieces_path.read_text()  # What a kill leaves.
+      os.kill(os.getpid(), signal.SIGINT)
+
+  with pytest.raises(interrupts.Interrupted):
+    run(handle_interrupts=True, progress_fn=kill_after_5)
+  (running,) = json.loads(listed['text'])['pieces']
+  assert running['status'] == pieces.RUNNING
+  assert running['ended_at_iteration'] == 5
+  assert running['wall_seconds'] >= running['train_seconds'] > 0
+  pieces_path.write_text(listed['text'])  # As if its `finally` never ran.
+  resumed = run()
+  assert [p['status'] for p in resumed['pieces']] == [pieces.KILLED, 'finished']
+  assert resumed['pieces'][0]['wall_seconds'] == running['wall_seconds']
 
 
 @_NEEDS_REJAX
