@@ -54,9 +54,13 @@ def root_dir() -> pathlib.Path:
 
 
 def skip_in_cross_run(why: str) -> None:
-  """Skips a test in a run asked for cross-platform mode (`DISCO_PARITY_MODE=
-  cross`, CI's run against other machines' sets), saying `why`."""
-  if os.environ.get(platforms.MODE_ENV) == CROSS:
+  """Skips a test against another machine's set, saying `why`.
+
+  That is: in a run asked for cross-platform mode (`DISCO_PARITY_MODE=
+  cross`), and against the sets of `$DISCO_PARITY_CROSS_DIR`.
+  """
+  cross_set = _current is not None and selection().mode_of(_current) == CROSS
+  if os.environ.get(platforms.MODE_ENV) == CROSS or cross_set:
     pytest.skip(f"{why}; not rerun against other machines' sets")
 
 
@@ -148,10 +152,11 @@ class Case:
     """
     chosen = selection()
     golden_set = current_set()
-    cross = cross or cross_reason(chosen.mode)
+    set_mode = chosen.mode_of(golden_set)
+    cross = cross or cross_reason(set_mode)
     self.name = name
     self.set_name = golden_set.name
-    self.mode = CROSS if cross else chosen.mode
+    self.mode = CROSS if cross else set_mode
     self.why_cross = cross or ''
     if directory is not None:
       golden_set = next(

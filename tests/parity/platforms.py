@@ -22,11 +22,20 @@ modes:
 A set without `PLATFORM.json` matches no machine: it is only ever compared
 in cross mode.
 
+One run can also compare in both modes: with `$DISCO_PARITY_CROSS_DIR`, the
+sets there that do not match this machine (every one, where none does) are
+compared in cross mode beside the run's own sets. CI compares natively
+against the set it records and, in the same run, cross against the shipped
+sets of other machines: each test's computation then serves every set.
+
 Environment variables:
   DISCO_PARITY_MODE: `auto` (default: native against the matching set if
     there is one, else cross against all sets), `native` (fails without a
     matching set) or `cross` (against every set that does not match this
     machine; against the sets given, if all of them match it).
+  DISCO_PARITY_CROSS_DIR: another root of sets (laid out as
+    `$DISCO_PARITY_DIR`), whose sets that do not match this machine are
+    compared too, in cross mode, whatever the run's mode.
   DISCO_PARITY_PLATFORM: this machine's kind, overriding the detection: a
     set's name (`main`, `avx2`, `avx512-amd`: the machine that set was
     recorded on; `avx512` is the old name of `main`), fields
@@ -60,6 +69,7 @@ from tests.parity.machines import read_machine as read_machine
 
 PARITY_DIR_ENV = 'DISCO_PARITY_DIR'
 MODE_ENV = 'DISCO_PARITY_MODE'
+CROSS_DIR_ENV = 'DISCO_PARITY_CROSS_DIR'
 PLATFORM_ENV = 'DISCO_PARITY_PLATFORM'
 BACKEND_ENV = 'DISCO_PARITY_BACKEND'
 
@@ -217,7 +227,10 @@ class Selection:
     requested: the mode asked for ('auto', 'native' or 'cross').
     sets: every available set.
     matching: {set name: why it does or does not match this machine}.
-    compared: the sets this run compares against, in that mode.
+    compared: the sets this run compares against: in `mode`, then those of
+      `cross_also`.
+    cross_also: the sets of `$DISCO_PARITY_CROSS_DIR` compared in cross mode
+      whatever `mode` is (also in `sets` and `compared`).
   """
 
   machine: machines.Machine
@@ -227,20 +240,31 @@ class Selection:
   sets: tuple[GoldenSet, ...]
   matching: Mapping[str, tuple[bool, str]]
   compared: tuple[GoldenSet, ...]
+  cross_also: tuple[GoldenSet, ...] = ()
 
   def by_name(self, name: str) -> GoldenSet:
     (chosen,) = [s for s in self.sets if s.name == name]
     return chosen
 
+  def mode_of(self, golden_set: GoldenSet) -> str:
+    """NATIVE or CROSS: how this run compares against `golden_set`."""
+    return CROSS if golden_set in self.cross_also else self.mode
+
   def describe(self) -> list[str]:
     """Lines for the test report."""
+    also = self.cross_also
     lines = [
         f'this machine: {self.machine.describe()} ({self.reason})',
         (
             f'mode {self.mode} (asked: {self.requested}) against set(s)'
-            f' {", ".join(s.name for s in self.compared)}'
+            f' {", ".join(s.name for s in self.compared if s not in also)}'
         ),
     ]
+    if also:
+      lines.append(
+          f'and mode {CROSS} (${CROSS_DIR_ENV}) against set(s)'
+          f' {", ".join(s.name for s in also)}'
+      )
     for s in self.sets:
       match, why = self.matching[s.name]
       verdict = 'matches' if match else 'does not match'
@@ -291,6 +315,23 @@ def select(root: pathlib.Path) -> Selection:
   else:
     # Every other set; the given ones if all of them are this machine's.
     compared = others or sets
+  cross_also = ()
+  cross_dir = os.environ.get(CROSS_DIR_ENV, '').strip()
+  if cross_dir:
+    found = golden_sets(pathlib.Path(cross_dir).resolve())
+    if not found:
+      raise SelectionError(
+          f'${CROSS_DIR_ENV}={cross_dir}: no golden cases (*.npz) there or'
+          ' in its platforms/.'
+      )
+    # A set already in the run (the same directory) is compared once.
+    here = {s.directory for s in sets}
+    extra = _renamed(tuple(s for s in found if s.directory not in here), sets)
+    for s in extra:
+      matching[s.name] = machines.matches(machine, s.recorded)
+    cross_also = tuple(s for s in extra if not matching[s.name][0])
+    sets += extra
+    compared += cross_also
   return Selection(
       machine=machine,
       reason=reason,
@@ -299,7 +340,23 @@ def select(root: pathlib.Path) -> Selection:
       sets=sets,
       matching=matching,
       compared=compared,
+      cross_also=cross_also,
   )
+
+
+def _renamed(
+    extra: tuple[GoldenSet, ...], taken: tuple[GoldenSet, ...]
+) -> tuple[GoldenSet, ...]:
+  """`extra`, each set named apart from `taken`'s (a `'` appended)."""
+  names = {s.name for s in taken}
+  renamed = []
+  for s in extra:
+    name = s.name
+    while name in names:
+      name += "'"
+    names.add(name)
+    renamed.append(dataclasses.replace(s, name=name))
+  return tuple(renamed)
 
 
 def main() -> int:

@@ -61,6 +61,7 @@ def _run(
     path.unlink(missing_ok=True)
   env = dict(os.environ)
   env[platforms.MODE_ENV] = mode
+  env.pop(platforms.CROSS_DIR_ENV, None)
   if mode == platforms.CROSS:
     env[platforms.PLATFORM_ENV] = _NO_SET_KIND
   env.setdefault('JAX_COMPILATION_CACHE_DIR', str(out / 'jax-cache'))

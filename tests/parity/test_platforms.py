@@ -132,12 +132,15 @@ def root(tmp_path: pathlib.Path) -> pathlib.Path:
   return tmp_path
 
 
-def _select(monkeypatch, root, *, mode=None, platform=None, machine=None):
+def _select(
+    monkeypatch, root, *, mode=None, platform=None, machine=None, cross_dir=None
+):
   """`platforms.select(root)` on a fake machine (`_MACHINES` key)."""
   platforms.select.cache_clear()
   for env, value in (
       (platforms.MODE_ENV, mode),
       (platforms.PLATFORM_ENV, platform),
+      (platforms.CROSS_DIR_ENV, cross_dir and str(cross_dir)),
   ):
     if value is None:
       monkeypatch.delenv(env, raising=False)
@@ -302,12 +305,15 @@ def test_the_shipped_sets_select_themselves(monkeypatch):
   `$DISCO_PARITY_DIR` may hold the shipped sets or a single one (a set
   copied alone to another machine, or one's own recording).
   """
-  chosen = golden.selection()  # Fails (CI) or skips without the goldens.
+  golden.selection()  # Fails (CI) or skips without the goldens.
   root = golden.root_dir()
-  names = _names(chosen.sets)
+  # The sets of `$DISCO_PARITY_DIR` alone (not `$DISCO_PARITY_CROSS_DIR`'s).
+  sets = platforms.golden_sets(root)
+  names = _names(sets)
   assert names, 'no golden set'
-  for name in names:
-    if chosen.by_name(name).recorded is None:
+  for golden_set in sets:
+    name = golden_set.name
+    if golden_set.recorded is None:
       continue  # No PLATFORM.json: no kind of machine is its own.
     picked = _select(monkeypatch, root, platform=name)
     assert (picked.mode, _names(picked.compared)) == ('native', (name,))
@@ -324,3 +330,39 @@ def test_the_shipped_sets_select_themselves(monkeypatch):
     assert (here.mode, _names(here.compared)) == ('native', matching[:1])
   else:
     assert (here.mode, _names(here.compared)) == ('cross', names)
+
+
+def test_a_run_compares_natively_and_cross_against_another_root(
+    monkeypatch, root, tmp_path_factory
+):
+  """CI's one run: its own recording natively, the shipped sets of other
+  kinds in cross mode (`$DISCO_PARITY_CROSS_DIR`)."""
+  own = tmp_path_factory.mktemp('recorded')
+  (own / 'a.npz').touch()
+  record = dict(_RECORDS['avx512-amd'], set='recorded-here')
+  (own / platforms.PLATFORM_FILE).write_text(json.dumps(record))
+  chosen = _select(monkeypatch, own, machine='amd-epyc-zen4', cross_dir=root)
+  assert chosen.mode == 'native'
+  assert _names(chosen.compared) == ('recorded-here', 'main', 'avx2')
+  assert _names(chosen.cross_also) == ('main', 'avx2')
+  modes = [chosen.mode_of(s) for s in chosen.compared]
+  assert modes == ['native', 'cross', 'cross']
+  # The shipped set of this kind is not compared (the recording stands for
+  # it), and the report says which sets go in which mode.
+  assert chosen.by_name('avx512-amd').directory.name == 'avx512-amd'
+  assert chosen.matching['avx512-amd'][0]
+  assert any('mode cross' in line and 'main, avx2' in line
+             for line in chosen.describe())  # fmt: skip
+  # A machine of no shipped kind: every shipped set in cross mode.
+  chosen = _select(monkeypatch, own, platform='arm64', cross_dir=root)
+  assert _names(chosen.cross_also) == _ALL
+  # The run's own root given again: each set compared once.
+  chosen = _select(monkeypatch, root, machine='amd-epyc-zen4', cross_dir=root)
+  assert _names(chosen.compared) == ('avx512-amd',) and not chosen.cross_also
+  with pytest.raises(platforms.SelectionError, match='CROSS_DIR.*no golden'):
+    _select(
+        monkeypatch,
+        own,
+        machine='amd-epyc-zen4',
+        cross_dir=tmp_path_factory.mktemp('empty'),
+    )

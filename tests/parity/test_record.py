@@ -464,6 +464,7 @@ def test_builtin_recording_is_complete_and_disco_matches_it(
   for name in (
       platforms.PLATFORM_ENV,
       platforms.MODE_ENV,
+      platforms.CROSS_DIR_ENV,
       golden.REPORT_ENV,
       golden.MUTATION_ENV,
   ):
