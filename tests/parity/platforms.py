@@ -24,9 +24,9 @@ in cross mode.
 
 One run can also compare in both modes: with `$DISCO_PARITY_CROSS_DIR`, the
 sets there that do not match this machine (every one, where none does) are
-compared in cross mode beside the run's own sets. CI compares natively
-against the set it records and, in the same run, cross against the shipped
-sets of other machines: each test's computation then serves every set.
+compared in cross mode beside the run's own sets (it may be
+`$DISCO_PARITY_DIR` itself: native against the set that matches, cross
+against the others). Each test's computation then serves every set.
 
 Environment variables:
   DISCO_PARITY_MODE: `auto` (default: native against the matching set if
@@ -324,12 +324,17 @@ def select(root: pathlib.Path) -> Selection:
           f'${CROSS_DIR_ENV}={cross_dir}: no golden cases (*.npz) there or'
           ' in its platforms/.'
       )
-    # A set already in the run (the same directory) is compared once.
-    here = {s.directory for s in sets}
-    extra = _renamed(tuple(s for s in found if s.directory not in here), sets)
+    # A set already in the run (the same directory) stays one set: compared
+    # once, natively if it is this machine's.
+    known = {s.directory: s for s in sets}
+    extra = _renamed(tuple(s for s in found if s.directory not in known), sets)
     for s in extra:
       matching[s.name] = machines.matches(machine, s.recorded)
-    cross_also = tuple(s for s in extra if not matching[s.name][0])
+    added = iter(extra)
+    found = tuple(known.get(s.directory) or next(added) for s in found)
+    cross_also = tuple(
+        s for s in found if not matching[s.name][0] and s not in compared
+    )
     sets += extra
     compared += cross_also
   return Selection(

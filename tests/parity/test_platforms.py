@@ -335,7 +335,7 @@ def test_the_shipped_sets_select_themselves(monkeypatch):
 def test_a_run_compares_natively_and_cross_against_another_root(
     monkeypatch, root, tmp_path_factory
 ):
-  """CI's one run: its own recording natively, the shipped sets of other
+  """One run in both modes: a recording natively, the shipped sets of other
   kinds in cross mode (`$DISCO_PARITY_CROSS_DIR`)."""
   own = tmp_path_factory.mktemp('recorded')
   (own / 'a.npz').touch()
@@ -356,9 +356,16 @@ def test_a_run_compares_natively_and_cross_against_another_root(
   # A machine of no shipped kind: every shipped set in cross mode.
   chosen = _select(monkeypatch, own, platform='arm64', cross_dir=root)
   assert _names(chosen.cross_also) == _ALL
-  # The run's own root given again: each set compared once.
+  # The run's own root given again: native against its set of this kind,
+  # cross against the others, each set once.
   chosen = _select(monkeypatch, root, machine='amd-epyc-zen4', cross_dir=root)
-  assert _names(chosen.compared) == ('avx512-amd',) and not chosen.cross_also
+  assert _names(chosen.compared) == ('avx512-amd', 'main', 'avx2')
+  assert _names(chosen.cross_also) == ('main', 'avx2')
+  assert _names(chosen.sets) == _ALL
+  chosen = _select(
+      monkeypatch, root, machine='amd-epyc-zen4', cross_dir=root, mode='cross'
+  )
+  assert _names(chosen.compared) == ('main', 'avx2') and not chosen.cross_also
   with pytest.raises(platforms.SelectionError, match='CROSS_DIR.*no golden'):
     _select(
         monkeypatch,
