@@ -167,10 +167,7 @@ def golden_sets(root: pathlib.Path) -> tuple[GoldenSet, ...]:
       if jaxlib_version:
         record = dict(record, jaxlib=jaxlib_version)
     default = MAIN_SET if directory == root else directory.name
-    name = str((record or {}).get('set') or default)
-    taken = {s.name for s in sets}
-    while name in taken:
-      name += "'"
+    name = _unique_name(str((record or {}).get('set') or default), sets)
     recorded = (
         machines.machine_from_record(record) if record is not None else None
     )
@@ -349,19 +346,23 @@ def select(root: pathlib.Path) -> Selection:
   )
 
 
+def _unique_name(name: str, taken: tuple[GoldenSet, ...]) -> str:
+  """`name`, with `'` appended until no set of `taken` has it."""
+  names = {s.name for s in taken}
+  while name in names:
+    name += "'"
+  return name
+
+
 def _renamed(
     extra: tuple[GoldenSet, ...], taken: tuple[GoldenSet, ...]
 ) -> tuple[GoldenSet, ...]:
-  """`extra`, each set named apart from `taken`'s (a `'` appended)."""
-  names = {s.name for s in taken}
-  renamed = []
+  """`extra`, each set named apart from `taken`'s and from each other's."""
+  renamed = ()
   for s in extra:
-    name = s.name
-    while name in names:
-      name += "'"
-    names.add(name)
-    renamed.append(dataclasses.replace(s, name=name))
-  return tuple(renamed)
+    name = _unique_name(s.name, taken + renamed)
+    renamed += (dataclasses.replace(s, name=name),)
+  return renamed
 
 
 def main() -> int:
