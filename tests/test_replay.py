@@ -115,20 +115,25 @@ class DeviceReplayTest(chex.TestCase):
     np.testing.assert_array_equal(state.storage['a'][0], [4, 5, 2, 3])
 
   @chex.variants(with_jit=True, without_jit=True)
-  def test_sample_returns_the_trajectories_at_the_drawn_positions(self):
-    example = {'a': jnp.zeros((2, 5), jnp.int32)}
-    state = replay.init_replay_state(example, capacity=8)
-    ids = jnp.arange(10, 15)
+  def test_one_trajectory_a_row_draws_every_held_one_and_no_other(self):
+    # Discovery's draw: a capacity that batches of 3 do not divide, wrapped.
+    example = {'a': jnp.zeros((2, 3), jnp.int32)}
+    state = replay.init_replay_state(example, capacity=7)
+    for start in (10, 13, 16):
+      ids = jnp.arange(start, start + 3)
+      state = replay.add_to_replay(state, {'a': jnp.stack([ids, -ids])})
+    draw = self.variant(replay.sample_grid, static_argnames=('num', 'num_envs'))
+    batch = draw(state, jax.random.PRNGKey(1), num=256, num_envs=1)
+    self.assertEqual(batch['a'].shape, (2, 256))
+    # The leaves stay together: row 1 is row 0 negated.
+    np.testing.assert_array_equal(batch['a'][1], -batch['a'][0])
+    # The newest 7 (12 to 18) are held; 10 and 11 were overwritten.
+    self.assertEqual(set(np.asarray(batch['a'][0]).tolist()), set(range(12, 19)))
+    # Before it wraps, only the filled slots are drawn.
+    state = replay.init_replay_state(example, capacity=7)
     state = replay.add_to_replay(state, {'a': jnp.stack([ids, -ids])})
-    sample = self.variant(
-        replay.sample_from_replay, static_argnames='batch_size'
-    )
-    batch, positions = sample(state, jax.random.PRNGKey(1), batch_size=64)
-    self.assertEqual(batch['a'].shape, (2, 64))
-    np.testing.assert_array_equal(batch['a'][0], 10 + positions)
-    np.testing.assert_array_equal(batch['a'][1], -(10 + positions))
-    # Only filled slots are drawn, and all of them are.
-    self.assertEqual(set(np.asarray(positions).tolist()), set(range(5)))
+    batch = draw(state, jax.random.PRNGKey(2), num=64, num_envs=1)
+    self.assertEqual(set(np.asarray(batch['a'][0]).tolist()), {16, 17, 18})
 
   def test_adding_more_than_the_capacity_is_an_error(self):
     state = replay.init_replay_state({'a': jnp.zeros((1, 3))}, capacity=2)

@@ -203,10 +203,12 @@ class Group:
     )
     total, count = acting.episode_statistics(returns, discounts)
     if config.replay_per_batch:
+      # One trajectory a row (num_envs=1): any capacity, uniform over the
+      # trajectories held, as the trainer's draws.
       replayed = jax.vmap(
-          lambda k: replay_lib.sample_from_replay(
-              replay, k, config.replay_per_batch
-          )[0]
+          lambda k: replay_lib.sample_grid(
+              replay, k, config.replay_per_batch, num_envs=1
+          )
       )(jax.random.split(sample_key, config.num_inner_steps))
       train_rollouts = jax.tree.map(
           lambda x, y: jnp.concatenate([x, y], axis=2), fresh, replayed

@@ -3,8 +3,8 @@
 - `host`: the reference evaluation loop's buffer on the host
   (`SimpleReplayBuffer`, numpy; the faithful loop's parity).
 - `ring`: the same first-in-first-out ring in pure JAX (`ReplayState`,
-  `init_replay_state`, `add_to_replay`) and its draws (`sample_grid`, the
-  trainer's, across devices; `sample_from_replay`, discovery's).
+  `init_replay_state`, `add_to_replay`) and its one draw (`sample_grid`,
+  across devices; the trainer's and discovery's).
 - `batches`: learner batches of fresh and replayed trajectories.
 - `sizes`: a buffer's capacity and the iterations before learning starts.
 
@@ -22,7 +22,6 @@ from disco.replay.host import SimpleReplayBuffer as SimpleReplayBuffer
 from disco.replay.ring import ReplayState as ReplayState
 from disco.replay.ring import add_to_replay as add_to_replay
 from disco.replay.ring import init_replay_state as init_replay_state
-from disco.replay.ring import sample_from_replay as sample_from_replay
 from disco.replay.ring import sample_grid as sample_grid
 from disco.replay.sizes import capacity_for as capacity_for
 from disco.replay.sizes import capacity_of_run as capacity_of_run

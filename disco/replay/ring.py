@@ -1,10 +1,10 @@
 """The replay ring in pure JAX: store trajectories, draw them back.
 
 The same first-in-first-out buffer as `host.SimpleReplayBuffer`, held in
-device arrays for loops fused under `jit`. Two draws, each uniform with
-replacement over the held trajectories: `sample_from_replay` (positions
-from the oldest; discovery) and `sample_grid` (rows by environments,
-across devices; the trainer).
+device arrays for loops fused under `jit`, and its one draw, `sample_grid`:
+uniform with replacement over the held trajectories, as rows by
+environments, across devices (the trainer; discovery with one trajectory a
+row).
 """
 
 from typing import Any
@@ -94,35 +94,6 @@ def add_to_replay(
   )
 
 
-def sample_from_replay(
-    state: ReplayState,
-    rng: chex.PRNGKey,
-    batch_size: int,
-    batch_axis: int = 1,
-) -> tuple[chex.ArrayTree, chex.Array]:
-  """Draws `batch_size` trajectories uniformly with replacement.
-
-  Args:
-    state: a non-empty buffer (an empty one yields zeros).
-    rng: key for the draw.
-    batch_size: the number of trajectories.
-    batch_axis: the axis indexing trajectories.
-
-  Returns:
-    (the trajectories stacked along `batch_axis`, [batch_size] positions
-    drawn, 0 = oldest).
-  """
-  capacity = _capacity(state, batch_axis)
-  positions = jax.random.randint(
-      rng, (batch_size,), 0, jnp.maximum(state.size, 1)
-  )
-  slots = (state.next_slot - state.size + positions) % capacity
-  batch = jax.tree.map(
-      lambda store: jnp.take(store, slots, axis=batch_axis), state.storage
-  )
-  return batch, positions
-
-
 def sample_grid(
     state: ReplayState,
     key: chex.PRNGKey,
@@ -134,7 +105,8 @@ def sample_grid(
   """This device's share of `num` trajectories drawn from the whole buffer.
 
   The buffer is a grid of rows (rollouts, in ring order) by `num_envs`
-  environments, filled a row at a time; with several devices each holds
+  environments, filled a row at a time (`num_envs=1`: a row is one
+  trajectory, for a buffer of any capacity filled from slot 0); with several devices each holds
   its environments' columns. Rows are drawn uniformly over the filled ones
   and environments over all, with one key; each device gathers the draws it
   holds, a `psum` over `axis_name` gives every device the whole batch
