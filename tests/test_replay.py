@@ -128,7 +128,9 @@ class DeviceReplayTest(chex.TestCase):
     # The leaves stay together: row 1 is row 0 negated.
     np.testing.assert_array_equal(batch['a'][1], -batch['a'][0])
     # The newest 7 (12 to 18) are held; 10 and 11 were overwritten.
-    self.assertEqual(set(np.asarray(batch['a'][0]).tolist()), set(range(12, 19)))
+    self.assertEqual(
+        set(np.asarray(batch['a'][0]).tolist()), set(range(12, 19))
+    )
     # Before it wraps, only the filled slots are drawn.
     state = replay.init_replay_state(example, capacity=7)
     state = replay.add_to_replay(state, {'a': jnp.stack([ids, -ids])})
