@@ -107,10 +107,11 @@ def sample_grid(
   The buffer is a grid of rows (rollouts, in ring order) by `num_envs`
   environments, filled a row at a time (`num_envs=1`: a row is one
   trajectory, for a buffer of any capacity filled from slot 0); with
-  several devices each holds its environments' columns. Rows are drawn uniformly over the filled ones
-  and environments over all, with one key; each device gathers the draws it
-  holds, a `psum` over `axis_name` gives every device the whole batch
-  [T, num, ...], and it keeps its `num / num_devices` [T, num / D, ...].
+  several devices each holds its environments' columns. Rows are drawn
+  uniformly over the filled ones and environments over all, with one key;
+  each device gathers the draws it holds, a `psum` over `axis_name` gives
+  every device the whole batch [T, num, ...], and it keeps its
+  `num / num_devices` [T, num / D, ...].
 
   Args:
     state: the buffer ([T, C / D, ...] on each device).
