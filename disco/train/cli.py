@@ -63,7 +63,12 @@ def _add_flags(parser: argparse.ArgumentParser) -> None:
       type=int,
       default=1,
       metavar='N',
-      help='agents trained together, seeds seed .. seed + N - 1 (default: 1)',
+      help=(
+          'agents trained together, seeds seed .. seed + N - 1, in one'
+          ' vmapped program: cheaper per seed on a GPU (16 seeds: 3.3x the'
+          ' seed-updates per second of one, H200), dearer on a 2-core CPU'
+          ' (run one seed per process there) (default: 1)'
+      ),
   )
 
 
