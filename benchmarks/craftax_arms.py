@@ -41,7 +41,6 @@ from disco.studies import tables
 ENV = 'craftax:Craftax-Classic-Symbolic-v1'
 GRID_ENV = 'craftax:Craftax-Classic-Symbolic-Grid-v1'
 EVAL_ENVS = 32
-EVAL_MAX_STEPS = 10_000
 EVALUATIONS = 8
 # The runs the arms change one factor of: Disco103, `crafter` protocol,
 # `craftax_frames`, seeds 0-2 to 1M steps (before Crafter's measures).
@@ -108,7 +107,7 @@ def arm_config(arm: str, seed: int, env_steps: int, args: argparse.Namespace):
       seed=seed,
       num_steps=num_steps,
       eval_envs=EVAL_ENVS,
-      eval_max_steps=EVAL_MAX_STEPS,
+      eval_max_steps=runs.eval_max_steps(changes['env']),
       eval_every=max(1, num_steps // EVALUATIONS),
       steps_per_chunk=args.steps_per_chunk,
       checkpoint_every=args.checkpoint_every,

@@ -52,6 +52,13 @@ def test_budgets_count_updates_on_minatar_and_env_steps_on_craftax():
   )
   assert craftax.num_steps * craftax.env_steps_per_step >= 1_000_000
   assert craftax.agent_dense == (512, 512) and craftax.agent_lstm_size == 64
+  assert craftax.eval_max_steps == 10_000  # Craftax-Classic's episodes.
+  # Its grid and pixel observations too: the same episodes.
+  for env in ('Symbolic-Grid-v1', 'Pixels-v1'):
+    grid = vs_baselines.our_config(
+        f'craftax:Craftax-Classic-{env}', 'disco', 0, args
+    )
+    assert grid.eval_max_steps == 10_000, env
   # An accelerator's budget: env steps on MinAtar too, the colab's agent.
   args.env_steps, args.agent = 10_000_000, 'colab'
   big = vs_baselines.our_config('gymnax:Breakout-MinAtar', 'disco', 0, args)

@@ -32,9 +32,11 @@ MINATAR = (
 )
 CRAFTAX = 'craftax:Craftax-Classic-Symbolic-v1'
 # Evaluation episodes are cut after this many steps: longer than an episode
-# can last (Freeway's: 2,500 steps; the other MinAtar games end sooner), so
-# that every evaluation episode ends.
-EVAL_MAX_STEPS = {'gymnax:Freeway-MinAtar': 2500, CRAFTAX: 10_000}
+# can last (Freeway's: 2,500 steps; the other MinAtar games end sooner;
+# Craftax-Classic's, in each of its observations: 10,000), so that every
+# evaluation episode ends.
+EVAL_MAX_STEPS = {'gymnax:Freeway-MinAtar': 2500}
+CRAFTAX_EVAL_MAX_STEPS = 10_000
 DEFAULT_EVAL_MAX_STEPS = 1000
 
 
@@ -74,6 +76,8 @@ class PpoRun:
 
 def eval_max_steps(env: str) -> int:
   """Steps after which an evaluation episode on `env` is cut."""
+  if env.startswith('craftax:'):  # Symbolic, its grid and its pixels alike.
+    return CRAFTAX_EVAL_MAX_STEPS
   return EVAL_MAX_STEPS.get(env, DEFAULT_EVAL_MAX_STEPS)
 
 
