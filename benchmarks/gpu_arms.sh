@@ -8,13 +8,13 @@
 # started are left for the next call (the same command: a finished arm is
 # skipped, a partial one starts over).
 #
-# What one arm costs there (H200, 2026-11-29, docs/results/gpu.md): three
-# seeds of the base run cost 1.31 ms per update and seed with the inner
-# scans unrolled (the default off CPUs), so 250,000 steps (35,920 updates)
-# take about 2.4 minutes after a compile of about 1.5: some two arms per
-# call, fewer for the wide ones.
+# What one arm costs there (H200, docs/results/gpu.md): three seeds of the
+# base run cost 1.31 ms per update and seed with the inner scans unrolled
+# (the default off CPUs; 2026-11-29), so 250,000 steps (35,920 updates)
+# take about 2.4 minutes after a compile of about 1.5; conv_grid's three
+# seeds took 414 s, compiles included (2026-11-30): about one arm per call.
 #
-# GPU_ARMS (default "conv_grid width_256 width_1024 no_weight_decay base"),
+# GPU_ARMS (default "width_1024 width_256 base no_weight_decay"; conv_grid ran),
 # GPU_SEEDS (default "0 1 2"), GPU_ENV_STEPS (default 250000) and
 # GPU_DEADLINE_S (default 540: seconds after the start, then the run is
 # stopped) change it. Wheels and weights as for gpu_protocol.sh (carry
@@ -29,7 +29,7 @@ set -u
 start=$(date +%s)
 elapsed() { echo $(($(date +%s) - start)); }
 PY="${PY:-python3}"
-ARMS="${GPU_ARMS:-conv_grid width_256 width_1024 no_weight_decay base}"
+ARMS="${GPU_ARMS:-width_1024 width_256 base no_weight_decay}"
 SEEDS="${GPU_SEEDS:-0 1 2}"
 BENCH="${GPU_BENCH_DIR:-/tmp/gpu_arms}"
 DEADLINE="${GPU_DEADLINE_S:-540}"
