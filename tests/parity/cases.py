@@ -53,17 +53,6 @@ def root_dir() -> pathlib.Path:
   return path
 
 
-def skip_in_cross_run(why: str) -> None:
-  """Skips a test against another machine's set, saying `why`.
-
-  That is: in a run asked for cross-platform mode (`DISCO_PARITY_MODE=
-  cross`), and against the sets of `$DISCO_PARITY_CROSS_DIR`.
-  """
-  cross_set = _current is not None and selection().mode_of(_current) == CROSS
-  if os.environ.get(platforms.MODE_ENV) == CROSS or cross_set:
-    pytest.skip(f"{why}; not rerun against other machines' sets")
-
-
 def selection() -> platforms.Selection:
   """The golden sets and mode of this run; fails if they cannot be had."""
   try:

@@ -26,7 +26,6 @@ from tests.parity.cases import missing as missing
 from tests.parity.cases import nest as nest
 from tests.parity.cases import root_dir as root_dir
 from tests.parity.cases import selection as selection
-from tests.parity.cases import skip_in_cross_run as skip_in_cross_run
 from tests.parity.cases import to_haiku as to_haiku
 from tests.parity.cases import use_set as use_set
 from tests.parity.compare import MUTATION_ENV as MUTATION_ENV
