@@ -49,7 +49,6 @@ _HEAVY_FIRST = (
     'test_train_protocols.py',
     'test_cli.py',
     'test_agents_and_precision.py',
-    'test_meta_train_devices.py',
 )
 
 

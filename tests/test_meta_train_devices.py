@@ -5,11 +5,12 @@ before JAX starts. It checks the reference's `pmap` semantics: the rule,
 the logs and the agents' parameters are identical on every device
 (meta-gradients, learner gradients and logs are averaged) while the
 devices' environments differ (each device acts with its own key); on 2
-devices (a `slow` case), one meta-step `pmap`ped equals the same function
-`vmap`ped over a named axis on one device (where `pmean` has the same
-meaning); and a resumed multi-device run equals a straight one bit for bit.
+devices, one meta-step `pmap`ped equals the same function `vmap`ped over a
+named axis on one device (where `pmean` has the same meaning); and a
+resumed multi-device run equals a straight one bit for bit. Every test here
+is `slow` (`pytest -m slow`), kept out of CI's 20 minutes.
 
-The `slow` test runs two processes joined by `jax.distributed.initialize`
+The last test runs two processes joined by `jax.distributed.initialize`
 (one CPU device each, Gloo collectives) and checks that they compute what
 one process with two devices computes, checkpoints and resume included.
 """
@@ -106,12 +107,14 @@ print(json.dumps(report))
 """
 
 
-# CI runs 2 devices; 4 devices and the vmap emulation (one more compilation
-# of the meta-step, about a minute) are slow (`pytest -m slow`).
+# Each case compiles the meta-step for its devices in a process of its own
+# (about 80 s on CI's machine), so all are slow (`pytest -m slow`); in CI,
+# test_train.py and test_eval.py run the shared device layout on 2 forced
+# devices, and test_discovery.py the mean of the members' rule updates.
 @pytest.mark.parametrize(
     'num_devices, emulate',
     [
-        (2, False),
+        pytest.param(2, False, marks=pytest.mark.slow),
         pytest.param(2, True, marks=pytest.mark.slow),
         pytest.param(4, False, marks=pytest.mark.slow),
     ],

@@ -387,14 +387,17 @@ def test_the_protocol_resumes_exactly(tmp_path):
 
 
 def test_a_buffer_the_run_never_fills_samples_as_a_larger_one():
-  # 6 iterations of 2 environments: 12 trajectories, fewer than either.
+  # 6 iterations of 2 environments: 12 trajectories, as many as the small
+  # buffer holds.
   small = train.run_train(_protocol(buffer_capacity=12))
   large = train.run_train(_protocol(buffer_capacity=64))
   chex.assert_trees_all_equal(small.params, large.params)
-  # A buffer that wraps samples otherwise.
-  wrapped = train.run_train(_protocol(buffer_capacity=4))
+  # 8 iterations: 16 trajectories, so the small buffer wraps and samples
+  # otherwise (the same two programs: `num_steps` does not shape them).
+  wrapped = train.run_train(_protocol(buffer_capacity=12, num_steps=8))
+  unwrapped = train.run_train(_protocol(buffer_capacity=64, num_steps=8))
   assert not np.array_equal(
-      jax.tree.leaves(wrapped.params)[0], jax.tree.leaves(small.params)[0]
+      jax.tree.leaves(wrapped.params)[0], jax.tree.leaves(unwrapped.params)[0]
   )
 
 

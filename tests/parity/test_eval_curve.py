@@ -289,7 +289,11 @@ def _run(
 # and log), and the same loop with the trainer's fast update, whose program
 # XLA compiles and rounds differently: held to it as another machine's run,
 # against every set the run compares with (one run, compared once per set).
-@pytest.mark.parametrize('update', ['reference', 'fast'])
+# The fast loop is `pytest -m slow` (about 90 s of CI's 20 minutes); in CI,
+# test_agent.py holds the fast update's learner steps to every set.
+@pytest.mark.parametrize(
+    'update', ['reference', pytest.param('fast', marks=pytest.mark.slow)]
+)
 def test_faithful_loop_reproduces_the_reference_curve(update):
   case = golden.Case(
       _CASE,

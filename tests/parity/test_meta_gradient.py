@@ -214,7 +214,12 @@ def _global_stats(got, want) -> tuple[float, float]:
         ('meta_gradient_disco103', False, False),
         ('meta_gradient_random', True, False),
         ('meta_gradient_disco103', True, False),
-        ('meta_gradient_disco103', True, True),
+        # Rematerialised (discovery's default, which test_discovery.py runs
+        # in CI): one more compilation of the meta-gradient, about 100 s of
+        # CI's 20 minutes, so `pytest -m slow`.
+        pytest.param(
+            'meta_gradient_disco103', True, True, marks=pytest.mark.slow
+        ),
     ],
 )
 def test_calculate_meta_gradient_matches_reference(name, unroll, remat):
