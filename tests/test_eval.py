@@ -775,6 +775,10 @@ _MULTI_DEVICE_SCRIPT = textwrap.dedent("""
 """)
 
 
+# Its own process compiles both loops for 2 devices (about 30 s of CI's 20
+# minutes): `pytest -m slow`. In CI, test_train.py trains on 2 forced devices
+# through the same device layout.
+@pytest.mark.slow
 def test_runs_on_two_forced_host_devices():
   tiny = {k: list(v) if isinstance(v, tuple) else v for k, v in TINY.items()}
   # With 2 devices each buffer entry holds one trajectory per device, so 8
