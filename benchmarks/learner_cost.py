@@ -7,37 +7,32 @@ of 10 environments x 29 steps per iteration; `crafter` and `atari`: the
 paper's evaluation protocols, several updates per rollout) for a few chunks
 and times the steady state: every chunk after the first learning one, which
 compiles. Each setting runs in a fresh process, so none inherits another's
-caches. `--frame-stacks` overrides the preset's frame stacking and
-`--num-envs` its environments per rollout (a paper protocol's updates per
-rollout grow with them, the replay ratio kept);
-`--frame-embeddings once every` times `craftax_frames` both ways: each
-distinct frame of a trajectory embedded once (the default) and every frame
-of every stack (the baseline, `embed_each_frame_once=False`);
-`--inner-scans rolled unrolled` times the program both ways: the scans
-inside one environment step and one learner step left as loops (the
-default) and unrolled (`TrainConfig.unroll_inner_scans`);
-`--forward once twice` times the learner's update both ways: the online
-network run once per update (`TrainConfig.forward_once`, the default) and
-twice, as the reference does; `--before REV` also times every setting
-with the library of git revision REV (a worktree of it), in the same
-invocation, for a before-and-after ratio.
+caches. The axes (`AXES`, `--help`) change one thing of the preset's
+run: frames stacked, environments per rollout, `craftax_frames`' frame
+embedding (each distinct frame once, or every stack's), the inner scans
+(rolled or unrolled), the online network once or twice per update, the
+action model's gates from the root state once per state or once per
+action (`TrainConfig.share_state_gates`), the action model's width; a
+pair of choices times both ways for a `vs_*` ratio. `--before REV` also
+times every setting with the library of git revision REV (a worktree of
+it), in the same invocation.
 
   updates_per_s   learner updates per second of the run (all its seeds)
   per_seed        updates per second per seed (the run's rate x seeds)
   ms_per_update   milliseconds per update and seed
   vs_f32          this dtype's rate over float32's (same env, agent, rule)
-  vs_ac           Disco103's rate over actor-critic's (same env, agent,
-                  dtype)
+  vs_ac           Disco103's rate over actor-critic's (same env, agent, dtype)
   vs_every        this rate over embedding every frame's (same setting)
   vs_rolled       this rate over the inner scans rolled (same setting)
   vs_twice        this rate over the network run twice (same setting)
+  vs_each         this rate over the gates once per action (same setting)
   vs_before       this rate over the library at `--before` (same setting)
 
   python benchmarks/learner_cost.py --out benchmarks/results/learner_cost.csv
   python benchmarks/learner_cost.py --envs catch --agents colab --rules disco
   python benchmarks/learner_cost.py --presets crafter \
       --envs craftax:Craftax-Classic-Symbolic-v1 --agents craftax_frames \
-      --dtypes float32 --rules disco --inner-scans rolled unrolled
+      --dtypes float32 --rules disco --widths 0 256 --state-gates shared each
 
 Needs gymnax (MinAtar) and craftax (Craftax-Classic) for those rows.
 """
@@ -66,10 +61,10 @@ ENV_AGENTS = {
 DTYPES = ('float32', 'bfloat16')
 RULES = ('disco', 'actor_critic')
 COLUMNS = tuple("""
-    preset frame_stack frame_embedding inner_scans forward code num_envs env
-    agent compute_dtype rule num_seeds updates_per_s per_seed ms_per_update
-    vs_f32 vs_ac vs_every vs_rolled vs_twice vs_before timed_updates
-    compile_s
+    preset frame_stack frame_embedding inner_scans forward state_gates width
+    code num_envs env agent compute_dtype rule num_seeds updates_per_s
+    per_seed ms_per_update vs_f32 vs_ac vs_every vs_rolled vs_twice vs_each
+    vs_before timed_updates compile_s
     """.split())
 # The settings' axes besides environments, agents, rules, dtypes and seeds:
 # flag -> (type, choices, default, help).
@@ -84,22 +79,23 @@ AXES = {
                       'the scans inside a step left as loops, or unrolled'),
     '--forward': (str, ('once', 'twice'), ('once',), 'the online network run'
                   " once per update, or twice (the reference's)"),
+    '--state-gates': (str, ('shared', 'each'), ('shared',),
+                      "the action model's gates from the root state once per"
+                      " state, or once per action (the reference's)"),
+    '--widths': (int, None, (0,), "action model's width (0: the agent's)"),
     '--num-envs': (int, None, (0,), "environments (0: the preset's)"),
 }
 # fmt: on
 # What two rows share to be compared, and what a missing field reads as
 # (rows of older files: the `paper` preset, no revision named).
 SETTING = tuple("""
-    preset frame_stack num_envs frame_embedding inner_scans forward env
-    agent num_seeds code rule compute_dtype
+    preset frame_stack num_envs frame_embedding inner_scans forward
+    state_gates width env agent num_seeds code rule compute_dtype
     """.split())
 SETTING_DEFAULTS = dict(
-    preset='paper',
-    frame_embedding='once',
-    inner_scans='rolled',
-    forward='once',
-    code='this',
-)
+    preset='paper', frame_embedding='once', inner_scans='rolled',
+    forward='once', state_gates='shared', width=0, code='this',
+)  # fmt: skip
 
 
 def child(spec: dict) -> dict:
@@ -125,6 +121,11 @@ def child(spec: dict) -> dict:
     changes['unroll_inner_scans'] = False  # Rolled, also on a GPU.
   if spec.get('forward') == 'twice':
     changes['forward_once'] = False
+  if spec.get('state_gates') == 'each':
+    changes['share_state_gates'] = False
+  if spec.get('width'):
+    changes['agent_lstm_size'] = spec['width']
+    changes['agent_head_mlp_hiddens'] = (spec['width'],)
   if spec.get('frame_stack'):
     changes['frame_stack'] = spec['frame_stack']
     if spec['frame_stack'] == 1:
@@ -216,8 +217,9 @@ def main(argv=None) -> int:
       dict(
           preset=preset, frame_stack=frame_stack, num_envs=num_envs,
           frame_embedding=embedding, inner_scans=inner_scans, forward=forward,
-          env=env, agent=agent, rule=rule, compute_dtype=dtype,
-          num_seeds=num_seeds, chunk=args.chunk, chunks=args.chunks,
+          state_gates=state_gates, width=width, env=env, agent=agent,
+          rule=rule, compute_dtype=dtype, num_seeds=num_seeds,
+          chunk=args.chunk, chunks=args.chunks,
       )  # fmt: skip
       for preset in args.presets
       for frame_stack in args.frame_stacks
@@ -232,6 +234,8 @@ def main(argv=None) -> int:
       if embedding == 'once' or agent == 'craftax_frames'
       for inner_scans in args.inner_scans
       for forward in args.forward
+      for state_gates in args.state_gates
+      for width in args.widths
   ]
   for spec in specs:
     for code, library in codes.items():
@@ -243,14 +247,10 @@ def main(argv=None) -> int:
       rows.append(row)
       if args.out:  # Row by row: a stopped command keeps its rows.
         write_csv(args.out, rows)
+      setting = ' '.join(str(row[k])[:38] for k in SETTING if k in row)
       print(
-          f'{code[:8]:8} {row["preset"]:7} K={row["frame_stack"]:<3}'
-          f' envs={row["num_envs"]:<3} {row["frame_embedding"]:5}'
-          f' {row["inner_scans"]:8} {row["forward"]:5} {row["env"]:38}'
-          f' {row["agent"]:14} {row["compute_dtype"]:9} {row["rule"]:13}'
-          f' x{row["num_seeds"]}: {row["per_seed"]:6.2f}'
-          f' updates/s per seed ({row["ms_per_update"]:5.0f} ms), compile'
-          f' {row["compile_s"]} s',
+          f'{setting}: {row["per_seed"]:6.2f} updates/s per seed'
+          f' ({row["ms_per_update"]:5.0f} ms), compile {row["compile_s"]} s',
           flush=True,
       )
   if args.out:
@@ -280,6 +280,7 @@ def _ratios(rows: list[dict]) -> None:
       ('vs_every', 'frame_embedding', lambda row: 'every'),
       ('vs_rolled', 'inner_scans', lambda row: 'rolled'),
       ('vs_twice', 'forward', lambda row: 'twice'),
+      ('vs_each', 'state_gates', lambda row: 'each'),
       ('vs_before', 'code', before),
       ('vs_f32', 'compute_dtype', lambda row: 'float32'),
       ('vs_ac', 'rule', lambda row: 'actor_critic'),

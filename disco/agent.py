@@ -148,6 +148,7 @@ class Agent:
       taken_action_gradients: bool = False,
       forward_once: bool = False,
       share_meta_inputs: bool = False,
+      share_state_gates: bool = False,
       optimizer: optax.GradientTransformation | None = None,
   ):
     """Builds the update rule, the network and the optimizer.
@@ -175,6 +176,11 @@ class Agent:
       share_meta_inputs: let a rule that can (Disco) compute what several
         meta-network inputs read alike once: the same targets up to float
         rounding. Off by default: the reference's program.
+      share_state_gates: give the network's LSTM action model
+        (`model_arch_name='lstm'`) `share_state_gates`: the gates' part
+        that reads the root state computed once per state, not once per
+        action (the same parameters, the outputs up to float rounding).
+        Off by default: the reference's program.
       optimizer: the agent's optimiser; None builds the reference's from
         `learning_rate` and `max_abs_update` of the settings (an addition:
         the paper's evaluation protocols schedule the step and decay the
@@ -207,12 +213,17 @@ class Agent:
       rule_kwargs['share_meta_inputs'] = True
     self.update_rule = rule_class(**rule_kwargs)
 
+    net_args = dict(agent_settings.net_settings.net_args)
+    if share_state_gates and net_args.get('model_arch_name') == 'lstm':
+      net_args['model_kwargs'] = dict(
+          net_args.get('model_kwargs') or {}, share_state_gates=True
+      )
     self._network = nets.get_network(
         name=agent_settings.net_settings.name,
         action_spec=single_action_spec,
         out_spec=self.update_rule.flat_output_spec(single_action_spec),
         model_out_spec=self.update_rule.model_output_spec(single_action_spec),
-        **agent_settings.net_settings.net_args,
+        **net_args,
     )
     self._optimizer = optimizer or optimizers.get_agent_optimizer(
         learning_rate=agent_settings.learning_rate,

@@ -179,11 +179,12 @@ def build(
     taken_action_gradients: bool = False,
     forward_once: bool = False,
     share_meta_inputs: bool = False,
+    share_state_gates: bool = False,
 ) -> Setup:
   """The run's pieces; `update_rule_params` None loads the default ones.
 
-  `taken_action_gradients`, `forward_once` and `share_meta_inputs` are the
-  `Agent`'s options
+  `taken_action_gradients`, `forward_once`, `share_meta_inputs` and
+  `share_state_gates` are the `Agent`'s options
   (off: the reference's program and rounding, which the faithful loop
   keeps and the trainer keeps on request).
 
@@ -201,6 +202,7 @@ def build(
       taken_action_gradients=taken_action_gradients,
       forward_once=forward_once,
       share_meta_inputs=share_meta_inputs,
+      share_state_gates=share_state_gates,
       optimizer=(
           schedules.config_optimizer(config)
           if hasattr(config, 'agent_lr_schedule')

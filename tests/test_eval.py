@@ -742,6 +742,7 @@ def test_fast_alias_is_the_colab_preset_with_the_configs_settings():
       taken_action_gradients=False,
       forward_once=False,
       share_meta_inputs=False,
+      share_state_gates=False,
       truncation='terminate',
       log_every_iteration=True,
   )

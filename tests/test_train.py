@@ -286,7 +286,8 @@ def test_reference_rounding_is_the_faithful_loops_learner_step():
       # The faithful loop's, which keeps the reference's rounding.
       faithful=learner.build(config, None),
       reference_rounding=train.Trainer(
-          config.replace(taken_action_gradients=False), [0]
+          config.replace(taken_action_gradients=False, share_state_gates=False),
+          [0],
       ).setup,
       taken_actions=train.Trainer(config, [0]).setup,
   )

@@ -34,7 +34,8 @@ def to_train_config(config: EvalConfig) -> 'train_lib.TrainConfig':
   batch, buffer and `learning_starts` times the devices
   (`select_devices`), the buffer rounded down to whole rollouts, one log
   row per iteration, the reference's program and rounding
-  (`taken_action_gradients`, `forward_once` and `share_meta_inputs` off)
+  (`taken_action_gradients`, `forward_once`, `share_meta_inputs` and
+  `share_state_gates` off)
   and its time limits, which end episodes
   like terminations (`truncation='terminate'`). `buffer_seed` and
   `store_behaviour_outs` have no counterpart (the trainer draws replay
@@ -59,6 +60,7 @@ def to_train_config(config: EvalConfig) -> 'train_lib.TrainConfig':
       taken_action_gradients=False,
       forward_once=False,
       share_meta_inputs=False,
+      share_state_gates=False,
       truncation=truncation.TERMINATE,
       log_every_iteration=True,
   )

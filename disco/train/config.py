@@ -138,6 +138,11 @@ class TrainConfig(
     share_meta_inputs: compute what several of the meta-network's inputs
       read alike once (`Agent`'s option: the same targets up to float
       rounding); False computes each as the reference does.
+    share_state_gates: in the LSTM action model, compute the part of the
+      transition's gates that reads the root state once per state, not once
+      per action (`Agent`'s option: the same parameters, the outputs up to
+      float rounding; a registered network gets it in `model_kwargs`);
+      False steps every action in full as the reference does.
     unroll_inner_scans: unroll the `lax.scan` loops inside one environment
       step and one learner step (Craftax's, Retrace's, the meta-network's;
       `disco.unrolling`): the same values (bit for bit on a CPU), fewer
@@ -175,6 +180,8 @@ class TrainConfig(
       'forward_once': False,
       # ... and before `share_meta_inputs` computed each input on its own.
       'share_meta_inputs': False,
+      # ... and before `share_state_gates` stepped every action in full.
+      'share_state_gates': False,
   }
 
   # Update rule.
@@ -214,6 +221,7 @@ class TrainConfig(
   taken_action_gradients: bool = True
   forward_once: bool = True
   share_meta_inputs: bool = True
+  share_state_gates: bool = True
   unroll_inner_scans: bool | None = None
   # Evaluation.
   eval_every: int = 0
@@ -275,6 +283,7 @@ class TrainConfig(
             'replay_per_slot',
             'forward_once',
             'share_meta_inputs',
+            'share_state_gates',
             'agent_lr_fit_budget',
         ),
     )

@@ -92,6 +92,7 @@ class Trainer:
         taken_action_gradients=config.taken_action_gradients,
         forward_once=config.forward_once,
         share_meta_inputs=config.share_meta_inputs,
+        share_state_gates=config.share_state_gates,
     )
     self.setup = dataclasses.replace(setup, devices=select_devices(config))
     self.eval_env = learner.make_env(config, config.eval_envs)

@@ -8,6 +8,7 @@ q), and wrong otherwise: both are checked here, and the gradient of the
 agent's loss with Disco's targets with and without the option.
 """
 
+import chex
 from dm_env import specs
 import jax
 import jax.numpy as jnp
@@ -24,17 +25,18 @@ _OUT = {'z': types.ArraySpec((6,), jnp.float32)}
 _B = 5
 
 
-def _network(**kwargs):
+def _network(out_spec=_OUT, lstm_size=3, **model_kwargs):
   return nets.get_network(
       'mlp',
       out_spec={'logits': types.ArraySpec((_NUM_ACTIONS,), jnp.float32)},
       dense=(8,),
       action_spec=_ACTION_SPEC,
       head_w_init_std=None,
-      model_out_spec=_OUT,
+      model_out_spec=out_spec,
       model_arch_name='lstm',
-      model_kwargs=dict(head_mlp_hiddens=(7,), lstm_size=3),
-      **kwargs,
+      model_kwargs=dict(
+          head_mlp_hiddens=(7,), lstm_size=lstm_size, **model_kwargs
+      ),
   )
 
 
@@ -176,3 +178,54 @@ def test_disco_loss_gradient_is_the_same_with_taken_action_gradients():
       cheap_grads,
       full,
   )
+
+
+def _gates_network(share_state_gates: bool):
+  out = _OUT | {'q': types.ArraySpec((5,), jnp.float32)}
+  return _network(out, lstm_size=16, share_state_gates=share_state_gates)
+
+
+def test_shared_state_gates_keep_the_parameters_and_outputs():
+  obs, actions = _inputs()
+  plain, shared = _gates_network(False), _gates_network(True)
+  params, state = plain.init(jax.random.PRNGKey(0), obs)
+  # The same parameter tree, initialised the same: checkpoints and weights
+  # of either load in the other.
+  chex.assert_trees_all_equal(
+      params, shared.init(jax.random.PRNGKey(0), obs)[0]
+  )
+
+  def outputs(network):
+    def loss(params):
+      out, _ = network.one_step(
+          params, state, obs, None, taken_actions=actions, taken_only=('z',)
+      )
+      taken = out[types.TAKEN]['z']
+      return jnp.sum(jnp.cos(taken)) + jnp.sum(jnp.sin(out['q'])), out
+
+    return jax.grad(loss, has_aux=True)(params)
+
+  (plain_grads, plain_out), (shared_grads, shared_out) = map(
+      outputs, (plain, shared)
+  )
+  # Float rounding apart (the gates' sums taken in another order), the same
+  # per-action outputs [B, A, ...], taken-action outputs and gradients.
+  tolerance = dict(rtol=1e-5, atol=1e-6)
+  for key in ('z', 'q', 'logits'):
+    np.testing.assert_allclose(shared_out[key], plain_out[key], **tolerance)
+  np.testing.assert_allclose(
+      shared_out[types.TAKEN]['z'], plain_out[types.TAKEN]['z'], **tolerance
+  )
+  chex.assert_trees_all_close(shared_grads, plain_grads, **tolerance)
+  # Teeth: each action steps with its own row of the gates' weights (two
+  # actions swapped fail), and the forget gate keeps its bias of 1 (the
+  # forget gate's inputs 1 lower, as without it, fail).
+  swapped = shared_out['z'][:, [1, 0, 2, 3]]
+  assert not np.allclose(swapped, plain_out['z'], **tolerance)
+  (gates,) = [k for k in params if k.endswith('action_cond/linear')]
+  forget = np.zeros(64, np.float32)
+  forget[32:48] = 1.0  # i, g, f, o: the third quarter of 4 x 16.
+  no_bias = dict(params)
+  no_bias[gates] = dict(params[gates], b=params[gates]['b'] - forget)
+  off, _ = shared.one_step(no_bias, state, obs)
+  assert not np.allclose(off['z'], plain_out['z'], **tolerance)

@@ -104,6 +104,7 @@ class _AgentCase:
         forward_once=fast,
         taken_action_gradients=fast,
         share_meta_inputs=fast,
+        share_state_gates=fast,
     )
     if self.settings.update_rule_name == 'disco':
       self.update_rule_params = builders.disco103()
@@ -153,8 +154,8 @@ def test_small_agent(name, update):
   Args:
     name: the case.
     update: 'reference', the reference's update; 'fast', the trainer's
-      (`Agent`'s `forward_once`, `taken_action_gradients` and
-      `share_meta_inputs`), held to the reference's steps with the
+      (`Agent`'s `forward_once`, `taken_action_gradients`,
+      `share_meta_inputs` and `share_state_gates`), held to the reference's steps with the
       cross-platform tolerances.
   """
   small = _AgentCase(name, fast=update == 'fast')

@@ -268,14 +268,15 @@ def _run(
   """The loop's history; one run serves every set with the same config.
 
   With `fast`, its agent takes the trainer's fast update (`Agent`'s
-  `forward_once`, `taken_action_gradients` and `share_meta_inputs`) in
-  place of the reference's.
+  `forward_once`, `taken_action_gradients`, `share_meta_inputs` and
+  `share_state_gates`) in place of the reference's.
   """
   fast_build = functools.partial(
       learner.build,
       forward_once=True,
       taken_action_gradients=True,
       share_meta_inputs=True,
+      share_state_gates=True,
   )
   with (
       mock.patch.object(learner, 'build', fast_build)
