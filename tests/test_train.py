@@ -478,6 +478,19 @@ def test_devices_train_as_one(counts):
     assert max(differences.values()) < 5e-2, differences
 
 
+@pytest.mark.parametrize(
+    'field', ['forward_once', 'share_meta_inputs', 'share_state_gates']
+)
+def test_configs_saved_before_a_fast_update_option_resume_without_it(field):
+  # A run resumes with the program it ran: on by default now, off where a
+  # saved config predates the field.
+  saved = train.TrainConfig().to_dict()
+  assert saved[field] is True
+  assert train.TrainConfig.from_dict(saved) == train.TrainConfig()
+  del saved[field]
+  assert getattr(train.TrainConfig.from_dict(saved), field) is False
+
+
 def test_configs_saved_before_truncation_existed_read_as_terminate():
   assert train.TrainConfig().truncation == 'bootstrap'
   saved = train.TrainConfig().to_dict()
