@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
       '--skip',
       nargs='+',
       default=[],
-      help="the spec's cases not to record (with the default --cases)",
+      help="the spec's cases not to record",
   )
   parser.add_argument(
       '--set-name', help="PLATFORM.json's set name (default: --out's name)"
@@ -129,18 +129,20 @@ def main(argv: list[str] | None = None) -> int:
   else:
     print(f'Spec: set {spec.name!r} at {spec.directory}', flush=True)
   start = time.time()
-  cases = args.cases
-  if args.skip:
-    spec_cases = spec_lib.spec_cases(spec.directory if spec else None)
-    unknown = sorted(set(args.skip) - set(spec_cases))
-    if unknown:
-      parser.error(f'--skip names cases not in the spec: {unknown}')
-    cases = [name for name in cases or spec_cases if name not in args.skip]
   try:
-    names = write.record(args.reference, args.out, spec, cases, args.set_name)
+    names = write.record(
+        args.reference,
+        args.out,
+        spec,
+        args.cases,
+        args.set_name,
+        skip=tuple(args.skip),
+    )
   except (reference_lib.ProvenanceError, kinds.UnknownKindError) as e:
     print(f'record: {e}', file=sys.stderr)
     return 2
+  except KeyError as e:  # --cases or --skip names a case not in the spec.
+    parser.error(e.args[0])
   print(
       f'Recorded {len(names)} cases into {args.out} in'
       f' {time.time() - start:.0f} s.'

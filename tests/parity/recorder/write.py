@@ -155,6 +155,7 @@ def record(
     spec: platforms.GoldenSet | None,
     cases: list[str] | None = None,
     set_name: str | None = None,
+    skip: tuple[str, ...] = (),
 ) -> list[str]:
   """Records the cases of `spec` into `out_dir`.
 
@@ -164,22 +165,24 @@ def record(
     spec: the set whose cases to record; None: the builtin spec.
     cases: the cases to record (default: all of the spec).
     set_name: PLATFORM.json's set name (default: `out_dir`'s name).
+    skip: cases of the spec not to record.
 
   Returns:
     The names of the cases recorded.
 
   Raises:
-    KeyError: a case not in the spec, or one whose JSON says no kind of
-      case (before anything runs).
+    KeyError: a case (to record or skip) not in the spec, or one whose JSON
+      says no kind of case (before anything runs).
   """
   out_dir = out_dir.resolve()
   if spec is not None and out_dir == spec.directory.resolve():
     raise ValueError(f'--out is the spec set {spec.directory} itself.')
   spec_dir = spec.directory if spec is not None else None
-  names = cases or spec_lib.spec_cases(spec_dir)
-  unknown = sorted(set(names) - set(spec_lib.spec_cases(spec_dir)))
+  spec_cases = spec_lib.spec_cases(spec_dir)
+  unknown = sorted((set(cases or ()) | set(skip)) - set(spec_cases))
   if unknown:
     raise KeyError(f'Cases not in the spec: {unknown}')
+  names = [name for name in cases or spec_cases if name not in skip]
   for name in names:
     spec_lib.case_kind(spec_dir, name)
   ref = reference.load_reference(reference_dir)
