@@ -14,7 +14,8 @@ the same command again; `--seeds-together` trains them as one `vmap`ped
 run (a GPU's: benchmarks/gpu_arms.sh). `--report` writes arms.csv (per
 seed: the last evaluation's return; over the last 10% of steps the
 training return, Crafter score and entropies), summary.csv (IQM [95%
-bootstrap interval] per arm) and curves.png.
+bootstrap interval] per arm, every seed at the arm's common step) and
+curves.png.
 
   python benchmarks/craftax_arms.py --out benchmarks/results/craftax_arms \\
       --arms rollout_per_update --seeds 0 1 2 --env-steps 250000
@@ -201,15 +202,28 @@ def seed_row(
   )
 
 
-def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-  """Per arm: each measure's IQM [95% interval] and the seeds' values."""
+def up_to(logs: dict[str, np.ndarray], env_steps: int) -> dict[str, np.ndarray]:
+  """The rows of one seed's logs at or before `env_steps`."""
+  keep = logs['env_steps'] <= env_steps
+  return {k: v[keep] for k, v in logs.items()}
+
+
+def summary(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+  """Per arm: each measure's IQM [95% interval] and the seeds' values.
+
+  Every seed of an arm is taken at the arm's common step (the fewest
+  environment steps any of its seeds reached), so that a finished seed
+  beside stopped ones is measured where they are.
+  """
+  seeds = [(r, *columns) for r in found for columns in seed_columns(r)]
   out = []
-  for arm in dict.fromkeys(r['arm'] for r in rows):
-    mine = [r for r in rows if r['arm'] == arm]
-    steps = min(r['env_steps'] for r in mine)
-    entry = dict(arm=arm, seeds=len(mine), env_steps=steps)
+  for arm in dict.fromkeys(arm for _, arm, _, _ in seeds):
+    mine = [(r, s, logs) for r, a, s, logs in seeds if a == arm]
+    steps = min(int(logs['env_steps'][-1]) for _, _, logs in mine)
+    rows = [seed_row(r, arm, s, up_to(logs, steps)) for r, s, logs in mine]
+    entry = dict(arm=arm, seeds=len(rows), env_steps=steps)
     for key in MEASURES:
-      entry[key] = tables.iqm_cell([r[key] for r in mine])
+      entry[key] = tables.iqm_cell([row[key] for row in rows])
     out.append(entry)
   return out
 
@@ -254,9 +268,10 @@ def report(out: pathlib.Path, include_partial: bool) -> None:
   found = base_records(budget) + found
   rows = [seed_row(r, *columns) for r in found for columns in seed_columns(r)]
   tables.write_csv(out / 'arms.csv', rows)
-  tables.write_csv(out / 'summary.csv', summary(rows))
+  arms = summary(found)
+  tables.write_csv(out / 'summary.csv', arms)
   plot(found, out / 'curves.png')
-  for row in summary(rows):
+  for row in arms:
     print(row)
 
 

@@ -278,6 +278,43 @@ def test_craftax_arms_seeds_together_are_one_run_reported_per_seed():
   ]
 
 
+def test_craftax_arms_summary_takes_every_seed_at_the_arms_common_step():
+  arms = _load('craftax_arms')
+
+  def record(seed, status, env_steps, evals, returns):
+    n = len(env_steps)
+    logs = dict(
+        seed=[seed] * n,
+        step=[4 * i for i in range(n)],
+        env_steps=env_steps,
+        learner_steps=[100 * i for i in range(n)],
+        train_return=returns,
+        train_episodes=[None] + [2] * (n - 1),
+        eval_return=evals,
+        **{f'logs/{k}': [None] + [2.5] * (n - 1)
+           for k in ('entropy', 'y_entropy', 'z_entropy')},
+    )  # fmt: skip
+    return dict(name=f'width_256__250k__s{seed}', seeds=[seed],
+                status=status, logs=logs, wall_seconds=10.0)  # fmt: skip
+
+  found = [
+      record(0, 'done', [0, 696, 1392], [0.5, 2.0, 9.0], [None, 1.0, 7.0]),
+      record(1, 'partial', [0, 696], [0.7, 4.0], [None, 3.0]),
+  ]
+  (row,) = arms.summary(found)
+  assert (row['arm'], row['seeds'], row['env_steps']) == (
+      'width_256__250k',
+      2,
+      696,
+  )
+  # Seed 0 at step 696, not at its last evaluation (9.0) and return (7.0).
+  assert row['eval_return'].endswith('; 2.00 / 4.00')
+  assert row['train_return_last10'].endswith('; 1.00 / 3.00')
+  # Each seed's own row in arms.csv keeps its whole run.
+  rows = [arms.seed_row(r, *c) for r in found for c in arms.seed_columns(r)]
+  assert [r['eval_return'] for r in rows] == [9.0, 4.0]
+
+
 def test_a_record_is_of_its_values_not_of_how_its_run_was_cut():
   saved = dict(
       config=train.TrainConfig(

@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
   except (reference_lib.ProvenanceError, kinds.UnknownKindError) as e:
     print(f'record: {e}', file=sys.stderr)
     return 2
-  except KeyError as e:  # --cases or --skip names a case not in the spec.
-    parser.error(e.args[0])
+  except write.UnknownCaseError as e:  # --cases or --skip names one.
+    parser.error(str(e))
   print(
       f'Recorded {len(names)} cases into {args.out} in'
       f' {time.time() - start:.0f} s.'

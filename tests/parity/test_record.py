@@ -241,6 +241,18 @@ def test_refuses_this_projects_alias(tmp_path):
   assert not (tmp_path / 'out' / 'utils.npz').exists()
 
 
+@pytest.mark.parametrize('flag', ['--cases', '--skip'])
+def test_a_case_not_in_the_spec_is_a_usage_error(tmp_path, flag):
+  """Named before the reference is loaded: no checkout needed."""
+  result = _run_recorder(
+      '--reference', str(tmp_path), '--out', str(tmp_path / 'out'),
+      '--spec', builtin.NAME, flag, 'no_such_case',
+  )  # fmt: skip
+  assert result.returncode == 2, result.stdout + result.stderr
+  assert "Cases not in the spec: ['no_such_case']" in result.stderr
+  assert not (tmp_path / 'out').exists()
+
+
 def test_refuses_a_directory_without_the_package(tmp_path):
   result = _run_recorder(
       '--reference', str(tmp_path), '--out', str(tmp_path / 'out'),

@@ -25,6 +25,13 @@ from tests.parity.recorder import reference
 from tests.parity.recorder import spec as spec_lib
 
 
+class UnknownCaseError(KeyError):
+  """A case named (to record or to skip) that the spec does not have."""
+
+  def __str__(self) -> str:
+    return str(self.args[0]) if self.args else ''
+
+
 def _commit(root: pathlib.Path) -> str | None:
   """The checkout's git commit, if it is a git checkout."""
   try:
@@ -171,8 +178,10 @@ def record(
     The names of the cases recorded.
 
   Raises:
-    KeyError: a case (to record or skip) not in the spec, or one whose JSON
-      says no kind of case (before anything runs).
+    UnknownCaseError: a case to record or skip that is not in the spec
+      (before anything runs).
+    kinds.UnknownKindError: a case whose JSON says no kind of case (before
+      anything runs).
   """
   out_dir = out_dir.resolve()
   if spec is not None and out_dir == spec.directory.resolve():
@@ -181,7 +190,7 @@ def record(
   spec_cases = spec_lib.spec_cases(spec_dir)
   unknown = sorted((set(cases or ()) | set(skip)) - set(spec_cases))
   if unknown:
-    raise KeyError(f'Cases not in the spec: {unknown}')
+    raise UnknownCaseError(f'Cases not in the spec: {unknown}')
   names = [name for name in cases or spec_cases if name not in skip]
   for name in names:
     spec_lib.case_kind(spec_dir, name)
