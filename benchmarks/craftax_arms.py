@@ -202,25 +202,20 @@ def seed_row(
   )
 
 
-def up_to(logs: dict[str, np.ndarray], env_steps: int) -> dict[str, np.ndarray]:
-  """The rows of one seed's logs at or before `env_steps`."""
-  keep = logs['env_steps'] <= env_steps
-  return {k: v[keep] for k, v in logs.items()}
-
-
 def summary(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
   """Per arm: each measure's IQM [95% interval] and the seeds' values.
 
-  Every seed of an arm is taken at the arm's common step (the fewest
-  environment steps any of its seeds reached), so that a finished seed
-  beside stopped ones is measured where they are.
+  Every seed at the arm's common step (the fewest steps its seeds reached).
   """
   seeds = [(r, *columns) for r in found for columns in seed_columns(r)]
   out = []
   for arm in dict.fromkeys(arm for _, arm, _, _ in seeds):
     mine = [(r, s, logs) for r, a, s, logs in seeds if a == arm]
     steps = min(int(logs['env_steps'][-1]) for _, _, logs in mine)
-    rows = [seed_row(r, arm, s, up_to(logs, steps)) for r, s, logs in mine]
+    rows = []
+    for r, s, logs in mine:
+      keep = logs['env_steps'] <= steps
+      rows.append(seed_row(r, arm, s, {k: v[keep] for k, v in logs.items()}))
     entry = dict(arm=arm, seeds=len(rows), env_steps=steps)
     for key in MEASURES:
       entry[key] = tables.iqm_cell([row[key] for row in rows])
