@@ -25,11 +25,8 @@ from tests.parity.recorder import reference
 from tests.parity.recorder import spec as spec_lib
 
 
-class UnknownCaseError(KeyError):
+class UnknownCaseError(ValueError):
   """A case named (to record or to skip) that the spec does not have."""
-
-  def __str__(self) -> str:
-    return str(self.args[0]) if self.args else ''
 
 
 def _commit(root: pathlib.Path) -> str | None:
