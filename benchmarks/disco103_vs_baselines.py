@@ -37,6 +37,7 @@ import argparse
 import pathlib
 import sys
 
+from disco.studies import baseline_runs
 from disco.studies import records
 from disco.studies import report as report_lib
 from disco.studies import runs as runs_lib
@@ -44,46 +45,27 @@ from disco.studies import runs as runs_lib
 DISCO, ACTOR_CRITIC, PPO = report_lib.ALGOS
 CRAFTAX = runs_lib.CRAFTAX
 ENVS = runs_lib.MINATAR + (CRAFTAX,)
-# Step sizes chosen on Breakout-MinAtar by benchmarks/breakout_diagnosis.py.
-DISCO_LR = 5e-4
-AC_LR = 3e-3
-UPDATES = 5000
-CRAFTAX_ENV_STEPS = 1_000_000
-EVAL_ENVS = 32
-EVAL_EVERY = 250
-STEPS_PER_CHUNK = 25
-CHECKPOINT_EVERY = 250
+DISCO_LR = baseline_runs.DISCO_LR
+AC_LR = baseline_runs.AC_LR
+UPDATES = baseline_runs.UPDATES
+CRAFTAX_ENV_STEPS = baseline_runs.CRAFTAX_ENV_STEPS
 
 
-def agent_for(env: str) -> str:
-  """The agent of `env`'s family (`disco.train.AGENTS`)."""
-  return 'craftax' if env.startswith('craftax:') else 'minatar'
+agent_for = baseline_runs.agent_for
 
 
 def our_config(env: str, rule: str, seed: int, args: argparse.Namespace):
   """The `paper` preset for one seed of `rule` on `env`."""
-  from disco import train  # pylint: disable=g-import-not-at-top
-
-  config = train.preset(
-      'paper',
-      agent=args.agent or agent_for(env),
-      env=env,
-      rule=rule,
-      agent_learning_rate=args.disco_lr if rule == DISCO else args.ac_lr,
-      seed=seed,
-      eval_envs=EVAL_ENVS,
-      eval_max_steps=runs_lib.eval_max_steps(env),
-      eval_every=EVAL_EVERY,
-      steps_per_chunk=STEPS_PER_CHUNK,
-      checkpoint_every=CHECKPOINT_EVERY,
-      # Every recorded run treated time limits as terminations (the
-      # reference's behaviour, and the trainer's before `truncation`).
-      truncation='terminate',
+  return baseline_runs.paper_batches_config(
+      env,
+      rule,
+      seed,
+      agent=args.agent,
+      disco_lr=args.disco_lr,
+      ac_lr=args.ac_lr,
+      updates=args.updates,
+      env_steps=args.env_steps,
   )
-  if env.startswith('craftax:') or args.env_steps is not None:
-    env_steps = args.env_steps or CRAFTAX_ENV_STEPS
-    return config.replace(num_steps=config.num_steps_for(env_steps))
-  return config.replace(num_steps=config.warmup_steps + args.updates)
 
 
 def run_name(env: str, algo: str, seeds=None, agent=None) -> str:

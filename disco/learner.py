@@ -24,6 +24,7 @@ from disco import devices as devices_lib
 from disco import files
 from disco import frame_nets
 from disco import frame_stack
+from disco import rule_diagnostics
 from disco import rules
 from disco import schedules
 from disco import truncation
@@ -335,6 +336,9 @@ def make_learn_fn(
         update_rule_params,
         False,
         **kwargs,
+    )
+    extra_logs |= rule_diagnostics.rule_logs(
+        logs.get('meta_out'), rollout.rewards
     )
     return learner_state, value_state, scalar_logs(logs | extra_logs)
 

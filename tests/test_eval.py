@@ -71,6 +71,14 @@ DISCO_LOGS = {
     'z',
     'z_entropy',
     'z_hat',
+    # `disco.rule_diagnostics`: the rule's targets and inputs.
+    'y_hat_entropy',
+    'z_hat_entropy',
+    'meta_input/reward',
+    'meta_input/q',
+    'meta_input/adv',
+    'meta_input/qv_adv',
+    'meta_input/nonzero_reward',
 }
 
 
@@ -305,9 +313,20 @@ def test_disco103_on_a_minatar_game_through_the_faithful_loop():
 
 
 def test_faithful_disco_smoke():
-  config = eval_lib.EvalConfig(**TINY)
+  # Rewards times 10 for the learner; returns (`_check_curve`: Catch's are
+  # -1 or 1) stay in the game's units.
+  config = eval_lib.EvalConfig(reward_scale=10.0, **TINY)
   history, progress, compiled_after = _run_and_watch(config)
   _check_curve(history, config)
+  # The rule read each of Catch's non-zero rewards as sign_log(+-10).
+  nonzero = history.logs['meta_input/nonzero_reward']
+  read = nonzero > 0
+  assert read.any()
+  np.testing.assert_allclose(
+      history.logs['meta_input/reward'][read] / nonzero[read],
+      np.log1p(10.0),
+      rtol=1e-5,
+  )
   assert history.rule == 'disco' and history.seed == 0
   assert set(history.logs) == DISCO_LOGS
   # One progress call per iteration with the scalar metrics.

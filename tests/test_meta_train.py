@@ -24,11 +24,13 @@ import pytest
 
 from disco import agent as agent_lib
 from disco import checkpoint
+from disco import devices
 from disco import logs
 from disco import meta_train
 from disco import progress
 from disco import weights
 from disco.meta_train import loop as meta_train_runtime
+from disco.meta_train import maths as meta_train_maths
 from disco.meta_train import meta_gradient
 
 # The command-line tests' tiny run (tests/tiny_args.py): runs of one setting
@@ -621,3 +623,47 @@ def test_discovers_catch():
   fraction = result.logs['pos_reward_fraction']
   assert np.mean(fraction[:50]) <= 0.3
   assert np.mean(fraction[-50:]) >= 0.5
+
+
+def test_reward_scale_reaches_every_rollout_the_meta_step_learns_from(
+    monkeypatch,
+):
+  config = _TINY.replace(reward_scale=10.0, rollout_len=8)
+  agent = meta_train.MetaTrainAgent.from_config(config)
+  key = jax.random.PRNGKey(0)
+
+  def meta_gradient_of(rule_params, state, train_rollouts, valid_rollout, rng):
+    """What the inner updates and the meta-loss are given, as its logs."""
+    del rng
+    read = dict(train=train_rollouts.rewards, valid=valid_rollout.rewards)
+    return jax.tree.map(jnp.zeros_like, rule_params), (state, {}, read)
+
+  monkeypatch.setattr(
+      meta_train_maths.meta_gradient,
+      'configured_meta_gradient',
+      lambda agent, config: meta_gradient_of,
+  )
+  step = functools.partial(
+      meta_train_maths._agent_meta_step,  # pylint: disable=protected-access
+      agent=agent,
+      config=config,
+  )
+  _, _, _, read, reward_log = jax.jit(
+      jax.vmap(step, in_axes=None, axis_size=1, axis_name=devices.AXIS_NAME)
+  )(meta_train.random_init_params(config), agent.init_state(key), key, key)
+  n, t, b = config.num_inner_steps, config.rollout_len, config.envs_per_device
+  train_rewards, valid_rewards = read['train'][0], read['valid'][0]
+  assert train_rewards.shape == (n, t, b)
+  assert valid_rewards.shape == (2 * t, b)
+  # Catch pays -1 or 1 at an episode's end (4 steps on 5x5 Catch): the
+  # rollouts the rule and the meta-loss read pay -10 or 10.
+  assert np.all(np.isin(train_rewards, [-10.0, 0.0, 10.0]))
+  assert np.any(train_rewards != 0) and np.any(valid_rewards != 0)
+  assert np.all(np.isin(valid_rewards, [-10.0, 0.0, 10.0]))
+  # The logged rewards are the game's.
+  np.testing.assert_allclose(
+      reward_log['rewards'][0], train_rewards.mean() / 10
+  )
+  np.testing.assert_array_equal(
+      reward_log['pos_rewards'][0], np.sum(train_rewards > 0)
+  )

@@ -218,6 +218,10 @@ def test_resume_refuses_another_run(tmp_path):
     train.run_train(
         config.replace(rollout_len=5), checkpoint_dir=tmp_path, resume=True
     )
+  with pytest.raises(checkpoint.CheckpointMismatchError, match='reward_scale'):
+    train.run_train(
+        config.replace(reward_scale=10.0), checkpoint_dir=tmp_path, resume=True
+    )
 
 
 def test_rows_per_iteration_add_up_to_the_chunk_rows():

@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from disco import configs
+from disco import reward_scale as reward_scale_lib
 from disco import rules
 from disco.environments import registry
 
@@ -56,6 +57,10 @@ class EvalConfig(
       'gymnax:<id>', 'craftax:<id>', 'xminigrid:<id>').
     env_settings: overrides of the environment's settings, e.g.
       `{'rows': 5, 'columns': 5}` for Catch (stored as sorted pairs).
+    reward_scale: a constant that multiplies every reward the agent, its
+      value function and the update rule see (`disco.reward_scale`);
+      returns and every logged reward stay in the environment's own units.
+      1.0: the rewards as given.
     num_steps: loop iterations (one actor rollout and at most one learner
       step each).
     learner_batch_size: trajectories per learner step (per device).
@@ -116,6 +121,7 @@ class EvalConfig(
   # Environment and loop.
   env: str = registry.CATCH
   env_settings: tuple[tuple[str, Any], ...] = ()
+  reward_scale: float = reward_scale_lib.UNSCALED
   num_steps: int = 1000
   learner_batch_size: int = 64
   rollout_len: int = 29
@@ -141,6 +147,7 @@ class EvalConfig(
   def __post_init__(self):
     check = configs.check
     configs.check_fixed_rule(self, RULES, 'evaluation')
+    reward_scale_lib.check_reward_scale(self)
     check(
         registry.is_known_name(self.env),
         f'Unknown environment {self.env!r}; known:'

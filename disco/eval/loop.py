@@ -21,6 +21,7 @@ from disco import checkpoint as checkpoint_lib
 from disco import devices as devices_lib
 from disco import learner
 from disco import replay
+from disco import reward_scale
 from disco import run_checkpoints
 from disco import runtime
 from disco import types
@@ -249,12 +250,14 @@ def _iteration(
         d['acc_rewards'], rollout.rewards, rollout.discounts
     )
     returns = jax.device_get(returns)
-  state.buffer.add(rollout)  # [D, T, B / D, ...]
   total, count = acting.episode_statistics(returns, rollout.discounts)
   if config.record_rollouts:
     recorder.actions.append(acting.merge_device_axis(rollout.actions))
     recorder.rewards.append(acting.merge_device_axis(rollout.rewards))
     recorder.discounts.append(acting.merge_device_axis(rollout.discounts))
+  # Returns and the recorded rewards above are in the environment's units.
+  rollout = reward_scale.scale_rewards(rollout, config.reward_scale)
+  state.buffer.add(rollout)  # [D, T, B / D, ...]
 
   logs = None
   if len(state.buffer) >= config.learning_starts:

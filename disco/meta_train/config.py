@@ -15,6 +15,7 @@ from ml_collections import config_dict
 
 from disco import agent as agent_lib
 from disco import configs
+from disco import reward_scale as reward_scale_lib
 from disco.configs import POLICY_ENTROPY_COST as POLICY_ENTROPY_COST
 from disco.configs import PREDICTION_ENTROPY_COST as PREDICTION_ENTROPY_COST
 from disco.configs import TARGET_KL_COST as TARGET_KL_COST
@@ -58,6 +59,10 @@ class MetaTrainConfig(
     env: a jittable environment understood by
       `disco.environments.registry.make_environment`.
     env_settings: overrides of the environment's settings (sorted pairs).
+    reward_scale: a constant that multiplies every reward the agent, its
+      value function and the update rule see (`disco.reward_scale`);
+      returns and every logged reward stay in the environment's own units.
+      1.0: the rewards as given.
     agent_dense: hidden sizes of the agent network's MLP torso.
     agent_lstm_size: hidden size of the agent's action-model LSTM.
     agent_head_mlp_hiddens: hidden sizes of the action model's output heads.
@@ -115,6 +120,7 @@ class MetaTrainConfig(
   # Environment: jittable 5x5 Catch.
   env: str = registry.CATCH
   env_settings: tuple[tuple[str, Any], ...] = (('columns', 5), ('rows', 5))
+  reward_scale: float = reward_scale_lib.UNSCALED
   # Agent: `agent.get_settings_disco()` with the notebook's network and
   # learning rate (`configs.AgentFields`).
   agent_lstm_size: int = 256
@@ -160,6 +166,7 @@ class MetaTrainConfig(
     configs.check_positive(self, configs.META_POSITIVE)
     configs.check_non_negative(self, configs.META_NON_NEGATIVE)
     configs.check_fractions(self, configs.META_FRACTIONS)
+    reward_scale_lib.check_reward_scale(self)
     configs.check_bools(self, ('vmap_agents', 'unroll_inner_steps', 'remat'))
 
   def agent_settings(self) -> config_dict.ConfigDict:

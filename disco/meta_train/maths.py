@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from disco import reward_scale
 from disco import types
 from disco import utils
 from disco.meta_train import config as meta_train_config
@@ -78,11 +79,15 @@ def _agent_meta_step(
   state, valid_rollout = agent.unroll_actor(
       state, act_rng, 2 * config.rollout_len
   )
+  rewards = train_rollouts.rewards  # [N, T, B], the environment's units.
+  train_rollouts, valid_rollout = (
+      reward_scale.scale_rewards(rollout, config.reward_scale)
+      for rollout in (train_rollouts, valid_rollout)
+  )
   meta_gradient_fn = meta_gradient.configured_meta_gradient(agent, config)
   meta_grads, (state, train_logs, meta_log) = meta_gradient_fn(
       update_rule_params, state, train_rollouts, valid_rollout, update_rng
   )
-  rewards = train_rollouts.rewards  # [N, T, B]
   reward_log = dict(
       rewards=rewards.mean(),
       pos_rewards=(rewards > 0).sum().astype(jnp.float32),

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from disco import configs
 from disco import precision
 from disco import replay
+from disco import reward_scale as reward_scale_lib
 from disco import rules
 from disco import schedules
 from disco import truncation as truncation_lib
@@ -59,6 +60,10 @@ class TrainConfig(
       episode reached) or 'terminate' (the state is worth nothing, as at a
       termination; the reference's behaviour, and what runs before
       `truncation` existed did).
+    reward_scale: a constant that multiplies every reward the agent, its
+      value function and the update rule see (`disco.reward_scale`);
+      returns, Crafter scores and every logged return stay in the
+      environment's own units. 1.0: the rewards as given.
     num_steps: loop iterations: one rollout of every environment and
       `learner_steps_per_step` learner steps each.
     num_envs: environments acting in parallel (over all devices).
@@ -191,6 +196,7 @@ class TrainConfig(
   env: str = registry.CATCH
   env_settings: tuple[tuple[str, Any], ...] = ()
   truncation: str = truncation_lib.BOOTSTRAP
+  reward_scale: float = reward_scale_lib.UNSCALED
   num_steps: int = 1000
   num_envs: int = 2
   rollout_len: int = 29
@@ -324,6 +330,7 @@ class TrainConfig(
         self, ('agent_learning_rate_end', 'agent_weight_decay')
     )
     configs.check_fractions(self, ('discount',))
+    reward_scale_lib.check_reward_scale(self)
     check(
         self.agent_lr_schedule in schedules.SCHEDULES,
         f'Unknown agent_lr_schedule {self.agent_lr_schedule!r}; choose one'

@@ -22,6 +22,7 @@ from disco import frame_stack
 from disco import learner
 from disco import precision
 from disco import replay as replay_lib
+from disco import reward_scale as reward_scale_lib
 from disco import truncation as truncation_lib
 from disco import types
 from disco import unrolling
@@ -155,9 +156,10 @@ class Program:
     """A rollout of every environment with the current parameters.
 
     Returns:
-      (rollout [T, N / D, ...] with its agent outputs trimmed, actor state,
-      timestep, environment state, the running episodes' returns [N / D],
-      the total return and count of the episodes that ended).
+      (rollout [T, N / D, ...], its agent outputs trimmed and rewards
+      scaled, actor state, timestep, environment state, the running
+      episodes' returns [N / D], the total return and count of the
+      episodes that ended).
     """
     rollout, actor_state, timestep, env_state = self.unroll(
         state.learner_state.params,
@@ -171,16 +173,15 @@ class Program:
     )
     total, count = acting.episode_statistics(returns, rollout.discounts)
     rollout = acting.trim_agent_outs(rollout)
+    # Returns in the environment's units; what learns, times the scale.
+    rollout = reward_scale_lib.scale_rewards(rollout, self.config.reward_scale)
     return (
         rollout,
         actor_state,
         timestep,
         env_state,
         episode_returns,
-        (
-            total,
-            count,
-        ),
+        (total, count),
     )
 
   def store(

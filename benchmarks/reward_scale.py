@@ -1,0 +1,107 @@
+"""Does the scale of an environment's rewards move Disco103?
+
+Disco103 reads rewards, values and advantages through a signed log, and was
+discovered on environments whose rewards reach tens to hundreds; MinAtar's
+are 1. Each run is a recorded run of benchmarks/disco103_vs_baselines.py
+(`paper` batches, the family's agent, Disco103 at step size 5e-4 or
+actor-critic at 3e-3, time limits as terminations, 5,000 updates on
+MinAtar) with every reward the learner sees multiplied by `--scales`
+(`TrainConfig.reward_scale`); returns stay in the game's units. Scale 1 is
+not run again: its records are those of disco103_vs_baselines (same
+settings), read by `--report` from `--unscaled`.
+
+Each run goes in pieces (`disco.studies.runs`): the same command resumes a
+stopped run and skips finished ones. `--report` writes runs.csv (per run:
+the last evaluation's return; over the last 10% of rows the training
+return, the policy's, y's and z's entropy and the meta-network's inputs;
+the updates the policy spent near uniform), summary.csv (per game, rule
+and scale: IQM [95% bootstrap interval] of the final return over seeds)
+and curves.png.
+
+  python benchmarks/reward_scale.py --out benchmarks/results/reward_scale \\
+      --env gymnax:Asterix-MinAtar --scales 10 100 --seeds 0
+  python benchmarks/reward_scale.py --out benchmarks/results/reward_scale \\
+      --report --include-partial
+
+Needs gymnax and matplotlib.
+"""
+
+import argparse
+import pathlib
+import sys
+
+from disco.studies import baseline_runs
+from disco.studies import runs as runs_lib
+
+SCALES = (3.0, 10.0, 30.0, 100.0)
+UNSCALED_RUNS = (
+    pathlib.Path(__file__).resolve().parent
+    / 'results'
+    / 'disco103_vs_baselines'
+)
+RULES = ('disco', 'actor_critic')
+
+
+def scale_tag(scale: float) -> str:
+  """'x10', 'x0.1': the run name's tag of a reward scale."""
+  return f'x{scale:g}'
+
+
+def runs(args: argparse.Namespace) -> list[runs_lib.TrainRun]:
+  """`args.env`'s runs: each scale, rule and seed in turn."""
+  todo = []
+  for scale in args.scales:
+    for rule in args.algos:
+      for seed in args.seeds:
+        config = baseline_runs.paper_batches_config(
+            args.env, rule, seed, updates=args.updates
+        )
+        todo.append(
+            runs_lib.TrainRun(
+                runs_lib.run_name(args.env, rule, seed, [scale_tag(scale)]),
+                config.replace(reward_scale=scale),
+            )
+        )
+  return todo
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  runs_lib.add_flags(parser, seeds=(0,))
+  parser.add_argument('--env', choices=runs_lib.MINATAR, default=None)
+  parser.add_argument(
+      '--scales', nargs='+', type=runs_lib.positive(float), default=SCALES
+  )
+  parser.add_argument('--algos', nargs='+', choices=RULES, default=RULES[:1])
+  parser.add_argument('--updates', type=int, default=baseline_runs.UPDATES)
+  parser.add_argument(
+      '--unscaled',
+      type=pathlib.Path,
+      default=UNSCALED_RUNS,
+      help='the study whose records are scale 1 (same settings)',
+  )
+  args = parser.parse_args(argv)
+  if args.env is None and not args.report:
+    parser.error('give --env (one environment per command) or --report')
+  steps = []
+  if args.env is not None:
+    todo = runs(args)
+    steps.append(
+        lambda: runs_lib.run_all(
+            args.out, todo, show_progress=not args.no_progress
+        )
+    )
+  if args.report:
+    # pylint: disable-next=g-import-not-at-top
+    from disco.studies import scale_report
+
+    steps.append(
+        lambda: scale_report.report(
+            args.out, args.unscaled, args.include_partial
+        )
+    )
+  return runs_lib.command(parser.prog, args.out, steps)
+
+
+if __name__ == '__main__':
+  sys.exit(main())
