@@ -30,35 +30,11 @@ import numpy as np
 
 from disco import train
 from disco import weights
-from disco.discovery import config as discovery_config
+from disco.studies import baseline_runs
 from disco.studies import plots
 from disco.studies import tables
 
 _ENVS = ('gymnax:Catch-bsuite', 'gymnax:CartPole-v1')
-
-
-def _config(rule: str, env: str, num_steps: int) -> train.TrainConfig:
-  agents = discovery_config.DiscoveryConfig()
-  return train.TrainConfig(
-      rule='disco' if rule != 'actor_critic' else 'actor_critic',
-      env=env,
-      num_steps=num_steps,
-      num_envs=16,
-      rollout_len=16,
-      learner_batch_size=32,
-      replay_fraction=0.5,
-      buffer_capacity=256,
-      learning_starts=32,
-      agent_dense=agents.agent_dense,
-      agent_lstm_size=agents.agent_lstm_size,
-      agent_head_mlp_hiddens=agents.agent_head_mlp_hiddens,
-      agent_learning_rate=agents.agent_learning_rate,
-      eval_every=max(1, num_steps // 10),
-      eval_envs=16,
-      eval_max_steps=500,
-      steps_per_chunk=max(1, num_steps // 10),
-      checkpoint_every=0,
-  )
 
 
 def main() -> None:
@@ -66,7 +42,9 @@ def main() -> None:
   parser.add_argument('--rule', type=pathlib.Path, required=True)
   parser.add_argument('--envs', default=','.join(_ENVS))
   parser.add_argument('--seeds', type=int, default=3)
-  parser.add_argument('--num-steps', type=int, default=1500)
+  parser.add_argument(
+      '--num-steps', type=int, default=baseline_runs.HELDOUT_ITERATIONS
+  )
   parser.add_argument('--out', type=pathlib.Path, required=True)
   args = parser.parse_args()
   args.out.mkdir(parents=True, exist_ok=True)
@@ -82,7 +60,7 @@ def main() -> None:
     for rule, params in rules.items():
       t0 = time.time()
       result = train.run_train(
-          _config(rule, env, args.num_steps),
+          baseline_runs.heldout_config(rule, env, args.num_steps),
           num_seeds=args.seeds,
           update_rule_params=params,
       )

@@ -7,8 +7,11 @@ are 1. Each run is a recorded run of benchmarks/disco103_vs_baselines.py
 actor-critic at 3e-3, time limits as terminations, 5,000 updates on
 MinAtar) with every reward the learner sees multiplied by `--scales`
 (`TrainConfig.reward_scale`); returns stay in the game's units. Scale 1 is
-not run again: its records are those of disco103_vs_baselines (same
-settings), read by `--report` from `--unscaled`.
+not run again on MinAtar: its records are those of disco103_vs_baselines
+(same settings), read by `--report` from `--unscaled`. Catch runs at the
+evaluation colab's settings (`colab` preset, 1,000 iterations) and
+CartPole-v1 at benchmarks/discovery_heldout.py's (384,000 steps), scale 1
+included.
 
 Each run goes in pieces (`disco.studies.runs`): the same command resumes a
 stopped run and skips finished ones. `--report` writes runs.csv (per run:
@@ -40,6 +43,34 @@ UNSCALED_RUNS = (
     / 'disco103_vs_baselines'
 )
 RULES = ('disco', 'actor_critic')
+CATCH, CARTPOLE = 'catch', 'gymnax:CartPole-v1'
+ENVS = runs_lib.MINATAR + (CATCH, CARTPOLE)
+# Catch at the evaluation colab's settings (`colab` preset, 1,000
+# iterations), evaluated as the MinAtar runs are.
+CATCH_ITERATIONS = 1000
+
+
+def scaled_config(env: str, rule: str, seed: int, updates: int):
+  """`env`'s recorded settings for one seed of `rule` (scale not set)."""
+  if env == CATCH:
+    # pylint: disable-next=g-import-not-at-top
+    from disco import train
+
+    return train.preset(
+        'colab',
+        env=CATCH,
+        rule=rule,
+        seed=seed,
+        num_steps=CATCH_ITERATIONS,
+        eval_every=baseline_runs.EVAL_EVERY,
+        eval_envs=baseline_runs.EVAL_ENVS,
+    )
+  if env == CARTPOLE:
+    # The held-out runs' settings, logged every 25 iterations.
+    return baseline_runs.heldout_config(rule, env).replace(
+        seed=seed, steps_per_chunk=baseline_runs.STEPS_PER_CHUNK
+    )
+  return baseline_runs.paper_batches_config(env, rule, seed, updates=updates)
 
 
 def scale_tag(scale: float) -> str:
@@ -53,9 +84,7 @@ def runs(args: argparse.Namespace) -> list[runs_lib.TrainRun]:
   for scale in args.scales:
     for rule in args.algos:
       for seed in args.seeds:
-        config = baseline_runs.paper_batches_config(
-            args.env, rule, seed, updates=args.updates
-        )
+        config = scaled_config(args.env, rule, seed, args.updates)
         todo.append(
             runs_lib.TrainRun(
                 runs_lib.run_name(args.env, rule, seed, [scale_tag(scale)]),
@@ -68,7 +97,7 @@ def runs(args: argparse.Namespace) -> list[runs_lib.TrainRun]:
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   runs_lib.add_flags(parser, seeds=(0,))
-  parser.add_argument('--env', choices=runs_lib.MINATAR, default=None)
+  parser.add_argument('--env', choices=ENVS, default=None)
   parser.add_argument(
       '--scales', nargs='+', type=runs_lib.positive(float), default=SCALES
   )

@@ -13,6 +13,7 @@ from ml_collections import config_dict
 from disco.environments import base
 from disco.environments import catch
 from disco.environments import craftax_env
+from disco.environments import gymnasium_env
 from disco.environments import gymnax_env
 from disco.environments import jittable_envs
 from disco.environments import xminigrid_env
@@ -23,6 +24,7 @@ CATCH_CPU = 'catch-cpu'
 GYMNAX_PREFIX = 'gymnax:'
 CRAFTAX_PREFIX = 'craftax:'
 XMINIGRID_PREFIX = 'xminigrid:'
+GYMNASIUM_PREFIX = gymnasium_env.PREFIX
 # The Craftax names in full (the adapter takes symbolic observations only).
 CRAFTAX_NAMES = tuple(CRAFTAX_PREFIX + name for name in craftax_env.ENV_NAMES)
 NAMES = (
@@ -31,9 +33,12 @@ NAMES = (
     GYMNAX_PREFIX + '<env id>',
     *CRAFTAX_NAMES,
     XMINIGRID_PREFIX + '<env id>',
+    GYMNASIUM_PREFIX + '<env id>',
 )
 # Prefixes followed by a package's own environment id.
-_ID_PREFIXES = (GYMNAX_PREFIX, XMINIGRID_PREFIX)
+_ID_PREFIXES = (GYMNAX_PREFIX, XMINIGRID_PREFIX, GYMNASIUM_PREFIX)
+# Prefixes of environments that step on the host, not in JAX.
+_HOST_PREFIXES = (GYMNASIUM_PREFIX,)
 
 
 class UnknownEnvironmentError(ValueError):
@@ -138,6 +143,9 @@ def make_environment(
     return xminigrid_env.XMinigridEnvironment(
         env_id, batch_size, env_params=settings
     )
+  if name.startswith(GYMNASIUM_PREFIX):
+    env_id = _package_id(name, GYMNASIUM_PREFIX, 'Gymnasium', 'CartPole-v1')
+    return gymnasium_env.make(env_id, batch_size, settings)
   raise UnknownEnvironmentError(
       f'Unknown environment {name!r}; known: {", ".join(NAMES)}.'
   )
@@ -167,12 +175,17 @@ def is_jittable_name(name: str) -> bool:
   """Whether `name` is known and its environment is pure JAX.
 
   The same as `is_jittable(make_environment(name, ...))` for every known
-  name, without building the environment: all but `'catch-cpu'`.
+  name, without building the environment: all but `'catch-cpu'` and
+  `gymnasium:<id>`.
 
   Args:
     name: an environment name.
   """
-  return is_known_name(name) and name != CATCH_CPU
+  return (
+      is_known_name(name)
+      and name != CATCH_CPU
+      and not name.startswith(_HOST_PREFIXES)
+  )
 
 
 def is_jittable(env: base.Environment) -> bool:
@@ -181,4 +194,10 @@ def is_jittable(env: base.Environment) -> bool:
   Host-side environments are the batched single-stream ones; every other
   `disco` environment is written in JAX.
   """
-  return not isinstance(env, batched_env.BatchedSingleStreamEnvironment)
+  return not isinstance(
+      env,
+      (
+          batched_env.BatchedSingleStreamEnvironment,
+          gymnasium_env.GymnasiumEnvironment,
+      ),
+  )

@@ -6,6 +6,8 @@ an unchanged setting is the recorded one: the `paper` preset's batches, the
 environment family's agent, a step size chosen per rule on
 Breakout-MinAtar, 32 evaluation episodes every 250 iterations, time limits
 as terminations; 5,000 learner updates on MinAtar, 1M steps on Craftax.
+The held-out runs of benchmarks/discovery_heldout.py (Catch and CartPole
+from bsuite and gymnax) have theirs in `heldout_config`.
 """
 
 from typing import Any
@@ -22,6 +24,9 @@ EVAL_ENVS = 32
 EVAL_EVERY = 250
 STEPS_PER_CHUNK = 25
 CHECKPOINT_EVERY = 250
+# benchmarks/discovery_heldout.py's budget: 1,500 iterations of 16 x 16
+# steps (384,000 environment steps).
+HELDOUT_ITERATIONS = 1500
 
 
 def agent_for(env: str) -> str:
@@ -78,3 +83,41 @@ def paper_batches_config(
     steps = env_steps or CRAFTAX_ENV_STEPS
     return config.replace(num_steps=config.num_steps_for(steps))
   return config.replace(num_steps=config.warmup_steps + updates)
+
+
+def heldout_config(
+    rule: str, env: str, num_steps: int = HELDOUT_ITERATIONS
+) -> Any:
+  """A held-out run: the `local` discovery preset's agent, small batches.
+
+  16 environments of 16-step rollouts, learner batches of 16 fresh and 16
+  replayed trajectories, 16 evaluation episodes every `num_steps / 10`
+  iterations, no checkpoints. `rule`: 'actor_critic', else Disco's
+  (Disco103 or a discovered rule, given to `run_train`).
+  """
+  # pylint: disable=g-import-not-at-top
+  from disco import train
+  from disco.discovery import config as discovery_config
+  # pylint: enable=g-import-not-at-top
+
+  agents = discovery_config.DiscoveryConfig()
+  return train.TrainConfig(
+      rule='disco' if rule != 'actor_critic' else 'actor_critic',
+      env=env,
+      num_steps=num_steps,
+      num_envs=16,
+      rollout_len=16,
+      learner_batch_size=32,
+      replay_fraction=0.5,
+      buffer_capacity=256,
+      learning_starts=32,
+      agent_dense=agents.agent_dense,
+      agent_lstm_size=agents.agent_lstm_size,
+      agent_head_mlp_hiddens=agents.agent_head_mlp_hiddens,
+      agent_learning_rate=agents.agent_learning_rate,
+      eval_every=max(1, num_steps // 10),
+      eval_envs=16,
+      eval_max_steps=500,
+      steps_per_chunk=max(1, num_steps // 10),
+      checkpoint_every=0,
+  )

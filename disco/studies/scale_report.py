@@ -294,9 +294,15 @@ def report(
   envs = sorted({r['settings']['config']['env'] for r in scaled})
   algos = sorted({r['settings']['config']['rule'] for r in scaled})
   num_actions = action_counts(envs)
-  rows = unscaled_rows(unscaled, envs, algos, num_actions) + run_rows(
-      scaled, num_actions
-  )
+  rows = run_rows(scaled, num_actions)
+  # A seed run again at scale 1 here (with the diagnostics) wins over its
+  # recorded run.
+  ran = {(r['env'], r['algo'], r['reward_scale'], r['seed']) for r in rows}
+  rows = [
+      r
+      for r in unscaled_rows(unscaled, envs, algos, num_actions)
+      if (r['env'], r['algo'], 1.0, r['seed']) not in ran
+  ] + rows
   tables.write_csv(out / 'runs.csv', rows, RUN_COLUMNS, digits=4)
   summary = summary_rows(rows)
   tables.write_csv(out / 'summary.csv', summary, SUMMARY_COLUMNS, digits=4)
