@@ -308,6 +308,18 @@ def test_disco103_on_a_minatar_game_through_the_faithful_loop():
   assert np.all(history.total_returns[ended] >= 0)
 
 
+def _check_scaled_rewards_read(history: eval_lib.EvalHistory, scale: float):
+  """The rule read each of Catch's non-zero rewards as sign_log(+-scale)."""
+  nonzero = history.logs['meta_input/nonzero_reward']
+  read = nonzero > 0
+  assert read.any()
+  np.testing.assert_allclose(
+      history.logs['meta_input/reward'][read] / nonzero[read],
+      np.log1p(scale),
+      rtol=1e-5,
+  )
+
+
 # ----------------------------------------------------------------------------
 # Smoke runs.
 
@@ -318,15 +330,7 @@ def test_faithful_disco_smoke():
   config = eval_lib.EvalConfig(reward_scale=10.0, **TINY)
   history, progress, compiled_after = _run_and_watch(config)
   _check_curve(history, config)
-  # The rule read each of Catch's non-zero rewards as sign_log(+-10).
-  nonzero = history.logs['meta_input/nonzero_reward']
-  read = nonzero > 0
-  assert read.any()
-  np.testing.assert_allclose(
-      history.logs['meta_input/reward'][read] / nonzero[read],
-      np.log1p(10.0),
-      rtol=1e-5,
-  )
+  _check_scaled_rewards_read(history, 10.0)
   assert history.rule == 'disco' and history.seed == 0
   assert set(history.logs) == DISCO_LOGS
   # One progress call per iteration with the scalar metrics.
@@ -347,11 +351,15 @@ def test_faithful_disco_smoke():
 def test_fast_disco_smoke():
   # Chunks of 2: iterations 1-2 and 3 run the acting-only program, 4-5 and
   # 6 the learning one.
-  config = eval_lib.EvalConfig(fast=True, **(TINY | dict(steps_per_chunk=2)))
+  # At reward scale 10, as `test_faithful_disco_smoke`.
+  config = eval_lib.EvalConfig(
+      fast=True, reward_scale=10.0, **(TINY | dict(steps_per_chunk=2))
+  )
   with pytest.warns(DeprecationWarning, match=r"run_train.*preset\('colab'\)"):
     history, progress, compiled_after = _run_and_watch(config)
   assert isinstance(history, eval_lib.EvalHistory)
   _check_curve(history, config)
+  _check_scaled_rewards_read(history, 10.0)
   assert set(history.logs) == DISCO_LOGS
   assert [step for step, _ in progress] == list(range(1, 7))
   # Each program compiles once, the learning one in the background by its

@@ -1,4 +1,10 @@
-"""`reward_scale`: what the learner sees scaled, returns in the env's units."""
+"""`reward_scale`: what the learner sees scaled, returns in the env's units.
+
+The runs at a scale (Disco103 reading Catch's rewards as +-10, returns and
+evaluations in Catch's units) are `tests/test_eval.py`'s Disco smoke runs,
+of the faithful loop and of the trainer; meta-training's is in
+`tests/test_meta_train.py`.
+"""
 
 import math
 
@@ -12,21 +18,6 @@ from disco import rule_diagnostics
 from disco import train
 from disco import types
 from disco.train import config as train_config
-
-# A small Disco103 agent on 5x5 Catch (rewards -1, 0 and 1).
-_TINY_DISCO = dict(
-    env_settings={'rows': 5, 'columns': 5},
-    rollout_len=6,
-    num_envs=4,
-    learner_batch_size=4,
-    buffer_capacity=16,
-    learning_starts=4,
-    agent_dense=(16,),
-    agent_lstm_size=8,
-    agent_head_mlp_hiddens=(8,),
-    steps_per_chunk=4,
-    log_every_iteration=True,
-)
 
 
 def _rollout(rewards: np.ndarray) -> types.ActorRollout:
@@ -85,38 +76,6 @@ def test_rule_logs_measure_the_meta_networks_inputs():
   # A rule without Disco103's outputs gets none of them.
   assert not rule_diagnostics.rule_logs({'pi': meta_out['pi']}, rewards)
   assert not rule_diagnostics.rule_logs(None, rewards)
-
-
-def test_the_rule_reads_scaled_rewards_and_returns_stay_in_env_units():
-  scale = 10.0
-  config = train.TrainConfig(
-      **_TINY_DISCO,
-      num_steps=12,
-      reward_scale=scale,
-      eval_every=12,
-      eval_envs=4,
-      eval_max_steps=12,
-  )
-  logs = train.run_train(config).logs
-  learned = ~np.isnan(logs['logs/meta_input/reward'])
-  nonzero = logs['logs/meta_input/nonzero_reward'][learned]
-  assert learned.any() and np.all(nonzero > 0)
-  # Catch's rewards are -1, 0 and 1: each non-zero one reads as
-  # sign_log(+-10) = +-log(11) (unscaled: log(2)).
-  np.testing.assert_allclose(
-      logs['logs/meta_input/reward'][learned] / nonzero,
-      math.log1p(scale),
-      rtol=1e-5,
-  )
-  # An episode's return is -1 or 1, whatever the scale.
-  ended = logs['train_episodes'] > 0
-  assert ended.any()
-  train_returns = logs['train_return'][ended]
-  assert np.all(np.abs(train_returns) <= 1.0)
-  evaluated = ~np.isnan(logs['eval_return'])
-  assert evaluated.any()
-  assert np.all(np.abs(logs['eval_return'][evaluated]) <= 1.0)
-  assert np.all(np.isin(train_returns * logs['train_episodes'][ended] % 1, 0))
 
 
 def test_a_saved_config_keeps_its_reward_scale():

@@ -33,6 +33,7 @@ from disco import logs
 from disco import progress
 from disco import train
 from disco import weights
+from disco.environments import registry
 
 PROG = 'disco-train'
 
@@ -101,6 +102,18 @@ def write_plot(
 def _check_args(args: argparse.Namespace) -> None:
   if args.num_seeds < 1:
     raise cli.UsageError(f'--num-seeds must be >= 1, got {args.num_seeds}.')
+
+
+def _extras(
+    args: argparse.Namespace, saved: Mapping[str, Any], config: Any
+) -> dict[str, Any]:
+  num_seeds = int(saved.get('num_seeds', args.num_seeds))
+  if num_seeds > 1 and not registry.is_jittable_name(config.env):
+    raise cli.UsageError(
+        f'--env {config.env} steps on the host: one seed per run (got'
+        f' --num-seeds {num_seeds}); start one run per --seed.'
+    )
+  return dict(num_seeds=num_seeds)
 
 
 def _base_config(
@@ -174,9 +187,7 @@ COMMAND = cli.Command(
     add_flags=_add_flags,
     check_args=_check_args,
     base_config=_base_config,
-    extras=lambda args, saved, config: dict(
-        num_seeds=int(saved.get('num_seeds', args.num_seeds))
-    ),
+    extras=_extras,
     resumed_rows=cli.steps_up_to(lambda root: root),
     run=_run,
     plot=lambda rows, run: [

@@ -48,9 +48,11 @@ class TrainConfig(
     update_rule_params: where the 'disco' rule's parameters come from:
       'disco103' (the published rule) or the path of an `.npz` file; None
       means 'disco103'. Ignored when `run_train` is given parameters.
-    env: a jittable environment understood by
-      `disco.environments.registry.make_environment` ('catch',
-      'gymnax:<id>', 'craftax:<id>', 'xminigrid:<id>').
+    env: an environment understood by
+      `disco.environments.registry.make_environment`: jittable ('catch',
+      'gymnax:<id>', 'craftax:<id>', 'xminigrid:<id>'), or stepped on the
+      host ('gymnasium:<id>', 'catch-cpu'; one seed per run,
+      `disco.train.host`).
     env_settings: overrides of the environment's settings (sorted pairs):
       Catch's `rows` and `columns`, or fields of a gymnax, Craftax or
       xminigrid environment's parameters, e.g. `max_steps_in_episode`.
@@ -244,9 +246,9 @@ class TrainConfig(
     check = configs.check
     configs.check_fixed_rule(self, rules.RULES, 'training')
     check(
-        registry.is_jittable_name(self.env),
-        'The trainer needs a jittable environment (catch, gymnax:<id>,'
-        f' craftax:<id> or xminigrid:<id>), got {self.env!r}.',
+        registry.is_known_name(self.env),
+        f'Unknown environment {self.env!r}; known:'
+        f' {", ".join(registry.NAMES)}.',
     )
     check(
         self.truncation in truncation_lib.MODES,

@@ -94,7 +94,7 @@ class Trainer:
         share_meta_inputs=config.share_meta_inputs,
         share_state_gates=config.share_state_gates,
     )
-    self.setup = dataclasses.replace(setup, devices=select_devices(config))
+    self.setup = dataclasses.replace(setup, devices=self.select_devices(config))
     self.eval_env = learner.make_env(config, config.eval_envs)
     self.achievement_names = program.achievement_names(self.setup.env)
     self._batched = len(self.seeds) > 1
@@ -113,6 +113,9 @@ class Trainer:
     # Chunk programs, built when first needed.
     self._chunks: dict[_ProgramKey, Any] = {}
     self._compiler = runtime.BackgroundCompile()
+
+  # The devices a run of `config` uses (a subclass may choose others).
+  select_devices = staticmethod(select_devices)
 
   @property
   def num_devices(self) -> int:

@@ -16,7 +16,6 @@ import jax
 import jax.numpy as jnp
 
 from disco import acting
-from disco import agent as agent_lib
 from disco import devices as devices_lib
 from disco import frame_stack
 from disco import learner
@@ -29,30 +28,14 @@ from disco import unrolling
 from disco.environments import base as base_env
 from disco.train import evaluation
 from disco.train import lanes
+from disco.train import state as train_state
 from disco.train.config import TrainConfig
 
 _AXIS = devices_lib.AXIS_NAME
 
 
-@chex.dataclass(frozen=True)
-class TrainState:
-  """The trainer's carry, per device and seed (the whole checkpoint)."""
-
-  learner_state: agent_lib.LearnerState
-  value_state: types.ValueState | None
-  actor_state: hk.State
-  env_state: Any
-  timestep: types.EnvironmentTimestep
-  episode_returns: chex.Array  # [N / D] returns of the running episodes.
-  replay: replay_lib.ReplayState
-  rng: chex.PRNGKey
-
-
-def achievement_names(env: base_env.Environment) -> tuple[str, ...]:
-  """The achievements `env` counts (Craftax-Classic's), else ()."""
-  if not hasattr(env, 'achievement_counts'):
-    return ()
-  return tuple(getattr(env, 'achievement_names', ()))
+TrainState = train_state.TrainState
+achievement_names = train_state.achievement_names
 
 
 class Program:
@@ -156,33 +139,33 @@ class Program:
     """A rollout of every environment with the current parameters.
 
     Returns:
-      (rollout [T, N / D, ...], its agent outputs trimmed and rewards
-      scaled, actor state, timestep, environment state, the running
-      episodes' returns [N / D], the total return and count of the
-      episodes that ended).
+      (rollout [T, N / D, ...], actor state, timestep, environment state).
     """
-    rollout, actor_state, timestep, env_state = self.unroll(
+    return self.unroll(
         state.learner_state.params,
         state.actor_state,
         state.timestep,
         state.env_state,
         key,
     )
+
+  def account(
+      self, state: TrainState, rollout: types.ActorRollout
+  ) -> tuple[Any, chex.Array, tuple[chex.Array, chex.Array]]:
+    """The rollout's returns, in the environment's units, then its scale.
+
+    Returns:
+      (rollout, its agent outputs trimmed and rewards scaled; the running
+      episodes' returns [N / D]; the total return and count of the
+      episodes that ended).
+    """
     episode_returns, returns = acting.accumulate_rewards(
         state.episode_returns, rollout.rewards, rollout.discounts
     )
-    total, count = acting.episode_statistics(returns, rollout.discounts)
+    ended = acting.episode_statistics(returns, rollout.discounts)
     rollout = acting.trim_agent_outs(rollout)
-    # Returns in the environment's units; what learns, times the scale.
     rollout = reward_scale_lib.scale_rewards(rollout, self.config.reward_scale)
-    return (
-        rollout,
-        actor_state,
-        timestep,
-        env_state,
-        episode_returns,
-        (total, count),
-    )
+    return rollout, episode_returns, ended
 
   def store(
       self, replay: replay_lib.ReplayState, rollout: types.ActorRollout
@@ -287,12 +270,24 @@ class Program:
       self, state: TrainState, rule_params: types.MetaParams, learn_now: bool
   ) -> tuple[TrainState, dict[str, Any]]:
     """act, store, and with `learn_now` update; outputs summed over devices."""
-    rng, rollout_key, learner_key = jax.random.split(state.rng, 3)
-    rollout, actor_state, timestep, env_state, episode_returns, ended = (
-        self.act(state, rollout_key)
-    )
+    _, rollout_key, _ = jax.random.split(state.rng, 3)
+    acted = self.act(state, rollout_key)
+    return self.absorb(state, *acted, rule_params, learn_now)
+
+  def absorb(
+      self,
+      state: TrainState,
+      rollout: types.ActorRollout,
+      actor_state: Any,
+      timestep: Any,
+      env_state: Any,
+      rule_params: types.MetaParams,
+      learn_now: bool,
+  ) -> tuple[TrainState, dict[str, Any]]:
+    """The rest of an iteration, given what `act` returns (or a host's)."""
+    rng, _, learner_key = jax.random.split(state.rng, 3)
+    rollout, episode_returns, (total, count) = self.account(state, rollout)
     packed, replay = self.store(state.replay, rollout)
-    total, count = ended
     outputs = dict(
         total_return=jax.lax.psum(total.astype(jnp.float32), _AXIS),
         num_episodes=jax.lax.psum(count.astype(jnp.float32), _AXIS),

@@ -7,8 +7,10 @@ from disco import loggers
 from disco import progress
 from disco import runtime
 from disco import types
+from disco.environments import registry
 from disco.train.config import EXECUTION_FIELDS
 from disco.train.config import TrainConfig
+from disco.train.host import HostTrainer
 from disco.train.loop import NEUTRAL_FIELDS
 from disco.train.loop import LogFn
 from disco.train.loop import Trainer
@@ -20,6 +22,7 @@ CHECKPOINT_KIND = 'disco-train'
 # A `Trainer` (its compiled programs) shared by runs of one setting: e.g. a
 # run and its resumption with a larger `num_steps` compile once.
 _TRAINERS = runtime.ProgramCache(Trainer, neutral=NEUTRAL_FIELDS)
+_HOST_TRAINERS = runtime.ProgramCache(HostTrainer, neutral=NEUTRAL_FIELDS)
 
 
 def get_trainer(
@@ -28,9 +31,11 @@ def get_trainer(
     update_rule_params: types.MetaParams | None = None,
 ) -> Trainer:
   """The `Trainer` of `config` for `seeds` (shared while the rule's default)."""
+  host = not registry.is_jittable_name(config.env)
   if update_rule_params is None:
-    return _TRAINERS(config, tuple(int(s) for s in seeds))
-  return Trainer(config, seeds, update_rule_params)
+    cache = _HOST_TRAINERS if host else _TRAINERS
+    return cache(config, tuple(int(s) for s in seeds))
+  return (HostTrainer if host else Trainer)(config, seeds, update_rule_params)
 
 
 def run_train(
