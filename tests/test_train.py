@@ -68,7 +68,7 @@ def test_presets_give_the_papers_batch_composition():
         (dict(learning_starts=2000), 'learning_starts'),
         (dict(num_envs=2.5), 'num_envs must be an int'),
         (dict(eval_envs=0), 'eval_envs'),
-        (dict(env='catch-cpu'), 'jittable'),
+        (dict(env='pong'), 'Unknown environment'),
         (dict(rule='ppo'), 'Unknown rule'),
         (dict(rule='actor_critic', update_rule_params='x.npz'), 'disco rule'),
     ],

@@ -57,7 +57,7 @@ def test_every_config_field_is_a_flag(capsys):
         (['--num-seeds=0'], '--num-seeds must be >= 1'),
         (['--preset=nonsense'], 'invalid choice'),
         (['--rule=dqn'], 'Unknown rule'),
-        (['--env=catch-cpu'], 'jittable'),
+        (['--env=pong'], 'Unknown environment'),
         (['--replay-fraction=1.5'], 'replay_fraction'),
         (['--unroll-inner-scans=maybe'], 'unroll-inner-scans'),
     ],

@@ -201,13 +201,17 @@ class HostTrainer(loop.Trainer):
           state.learner_state.params, keys[:, t], timestep, actor_state
       )
       steps.append(jax.device_get(step))
-      _, timestep, truncation = self.setup.env.step_with_truncation(
-          None, steps[-1].actions.reshape(-1)
-      )
-      timestep, truncation = jax.tree.map(
-          lambda x: np.asarray(x)[None], (timestep, truncation)
-      )
-      truncations.append(truncation)
+      actions = steps[-1].actions.reshape(-1)
+      if self._truncation:
+        _, timestep, truncation = self.setup.env.step_with_truncation(
+            None, actions
+        )
+        truncations.append(
+            jax.tree.map(lambda x: np.asarray(x)[None], truncation)
+        )
+      else:
+        _, timestep = self.setup.env.step(None, actions)
+      timestep = jax.tree.map(lambda x: np.asarray(x)[None], timestep)
     rollout = types.ActorRollout.from_timestep(
         jax.tree.map(lambda *xs: np.stack(xs, axis=1), *steps)
     )
