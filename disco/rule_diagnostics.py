@@ -52,9 +52,9 @@ def rule_logs(
       is the reward of transition t).
 
   Returns:
-    `TARGET_LOGS` (the entropies of y-hat and z-hat) and `INPUT_LOGS` (mean
-    |signed log| of the rewards, q values and advantages; the fraction of
-    non-zero rewards), or {} for a rule without those outputs (actor-critic,
+    `TARGET_LOGS` (the entropies of y-hat and z-hat) and `INPUT_LOGS` (the
+    mean absolute signed log of the rewards, q values and advantages; the
+    fraction of non-zero rewards), or {} for a rule without those outputs (actor-critic,
     policy gradient).
   """
   if meta_out is None or not all(key in meta_out for key in _NEEDS):

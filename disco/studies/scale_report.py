@@ -131,6 +131,7 @@ def run_rows(
               **{k: _final_mean(v) for k, v in logs.items()},
               eval_curve=(col['learner_steps'][ev], col['eval_return'][ev]),
               entropy_curve=(col['learner_steps'], logs['entropy']),
+              adv_curve=(col['learner_steps'], logs['meta_input/adv']),
           )
       )
   return rows
@@ -205,6 +206,7 @@ def unscaled_rows(
             entropy=_final_mean(entropy),
             eval_curve=curve('eval'),
             entropy_curve=(updates, entropy),
+            adv_curve=(updates, np.full(updates.shape, np.nan)),
         )
     )
   return rows
@@ -238,12 +240,14 @@ def summary_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def plot(rows: Sequence[Mapping[str, Any]], path: pathlib.Path) -> None:
-  """Per environment: evaluation return and entropy / log(actions), by scale."""
+  """Per environment, by scale: evaluation return, entropy / log(actions),
+  and the advantages the meta-network read (mean |sign_log(A)|).
+  """
   envs = list(dict.fromkeys(r['env'] for r in rows))
   scales = sorted({r['reward_scale'] for r in rows})
-  fig, axes = plots.figure(2, len(envs), (4.2 * len(envs), 7))
+  fig, axes = plots.figure(3, len(envs), (4.2 * len(envs), 10))
   for j, env in enumerate(envs):
-    top, bottom = axes[:, j]
+    top, middle, bottom = axes[:, j]
     for r in rows:
       if r['env'] != env:
         continue
@@ -256,15 +260,18 @@ def plot(rows: Sequence[Mapping[str, Any]], path: pathlib.Path) -> None:
       )
       top.plot(*r['eval_curve'], **style)
       updates, entropy = r['entropy_curve']
-      bottom.plot(updates, entropy / math.log(r['num_actions']), **style)
+      middle.plot(updates, entropy / math.log(r['num_actions']), **style)
+      bottom.plot(*r['adv_curve'], **style)
     top.set(title=tables.env_label(env), xlabel='learner updates')
-    bottom.set(xlabel='learner updates', ylim=(0, 1.05))
-    bottom.axhline(NEAR_UNIFORM, color='grey', lw=0.5)
-    for ax in (top, bottom):
+    middle.set(xlabel='learner updates', ylim=(0, 1.05))
+    middle.axhline(NEAR_UNIFORM, color='grey', lw=0.5)
+    bottom.set(xlabel='learner updates', yscale='log')
+    for ax in (top, middle, bottom):
       ax.grid(alpha=0.3)
     top.legend(fontsize=6)
   axes[0, 0].set_ylabel('evaluation return')
   axes[1, 0].set_ylabel('policy entropy / log(actions)')
+  axes[2, 0].set_ylabel('meta_input/adv (not logged at x1 before)')
   fig.suptitle('Disco103 by reward scale (solid; actor-critic dotted)')
   fig.tight_layout()
   plots.save(fig, path)
