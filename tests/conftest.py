@@ -47,6 +47,7 @@ _HEAVY_FIRST = (
     'test_discovery.py',
     'parity/test_eval_curve.py',
     'test_train_protocols.py',
+    'test_train_host.py',
     'test_cli.py',
     'test_agents_and_precision.py',
 )

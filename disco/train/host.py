@@ -68,7 +68,7 @@ class HostTrainer(loop.Trainer):
         precision.compute_in(dtype, self._init_from), devices
     )
     self._act_step = _pmap(
-        precision.compute_in(dtype, program.actor_step), devices
+        precision.compute_in(dtype, self._acting_step), devices
     )
     self._eval_step = _pmap(
         precision.compute_in(dtype, self._eval_actor_step), devices
@@ -103,10 +103,22 @@ class HostTrainer(loop.Trainer):
     _, rollout_key, _ = jax.random.split(rng, 3)
     return jax.random.split(rollout_key, self.config.rollout_len)
 
+  def _acting_step(self, params, key, timestep, actor_state):
+    """The agent's step, its outputs trimmed to what the replay keeps.
+
+    The rest (Disco's 601-bin q values, its predictions) would cross to
+    the host and back for nothing (`acting.trim_agent_outs`).
+    """
+    step, actor_state = self._program.actor_step(
+        params, key, timestep, actor_state
+    )
+    logits = step.agent_outs['logits']
+    return step.replace(agent_outs={'logits': logits}), actor_state
+
   def _example_rollout(self, params: Any, actor_state: Any, timestep: Any):
     """The shapes of a rollout [T, B, ...] as the host makes it."""
     step, _ = jax.eval_shape(
-        self._program.actor_step,
+        self._acting_step,
         params,
         jax.random.PRNGKey(0),
         timestep,
