@@ -13,6 +13,7 @@ from ml_collections import config_dict
 from disco.environments import base
 from disco.environments import catch
 from disco.environments import craftax_env
+from disco.environments import crafter_env
 from disco.environments import gymnasium_env
 from disco.environments import gymnax_env
 from disco.environments import jittable_envs
@@ -34,10 +35,12 @@ NAMES = (
     *CRAFTAX_NAMES,
     XMINIGRID_PREFIX + '<env id>',
     GYMNASIUM_PREFIX + '<env id>',
+    crafter_env.NAME,
 )
 # Prefixes followed by a package's own environment id.
 _ID_PREFIXES = (GYMNAX_PREFIX, XMINIGRID_PREFIX, GYMNASIUM_PREFIX)
-# Prefixes of environments that step on the host, not in JAX.
+# Environments that step on the host, not in JAX: names and prefixes.
+_HOST_NAMES = (CATCH_CPU, crafter_env.NAME)
 _HOST_PREFIXES = (GYMNASIUM_PREFIX,)
 
 
@@ -143,6 +146,8 @@ def make_environment(
     return xminigrid_env.XMinigridEnvironment(
         env_id, batch_size, env_params=settings
     )
+  if name == crafter_env.NAME:
+    return crafter_env.CrafterEnvironment(batch_size, settings)
   if name.startswith(GYMNASIUM_PREFIX):
     env_id = _package_id(name, GYMNASIUM_PREFIX, 'Gymnasium', 'CartPole-v1')
     return gymnasium_env.make(env_id, batch_size, settings)
@@ -163,7 +168,7 @@ def is_known_name(name: str) -> bool:
   """
   if not isinstance(name, str):
     return False
-  if name in (CATCH, CATCH_CPU) or name in CRAFTAX_NAMES:
+  if name in (CATCH, CATCH_CPU, crafter_env.NAME) or name in CRAFTAX_NAMES:
     return True
   return any(
       name.startswith(prefix) and len(name) > len(prefix)
@@ -175,15 +180,15 @@ def is_jittable_name(name: str) -> bool:
   """Whether `name` is known and its environment is pure JAX.
 
   The same as `is_jittable(make_environment(name, ...))` for every known
-  name, without building the environment: all but `'catch-cpu'` and
-  `gymnasium:<id>`.
+  name, without building the environment: all but `'catch-cpu'`,
+  `'crafter'` and `gymnasium:<id>`.
 
   Args:
     name: an environment name.
   """
   return (
       is_known_name(name)
-      and name != CATCH_CPU
+      and name not in _HOST_NAMES
       and not name.startswith(_HOST_PREFIXES)
   )
 
@@ -199,5 +204,6 @@ def is_jittable(env: base.Environment) -> bool:
       (
           batched_env.BatchedSingleStreamEnvironment,
           gymnasium_env.GymnasiumEnvironment,
+          crafter_env.CrafterEnvironment,
       ),
   )

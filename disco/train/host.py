@@ -138,9 +138,12 @@ class HostTrainer(loop.Trainer):
     )
 
   def _init_from(
-      self, seed_key: chex.PRNGKey, timestep: types.EnvironmentTimestep
+      self,
+      seed_key: chex.PRNGKey,
+      env_state: Any,
+      timestep: types.EnvironmentTimestep,
   ) -> TrainState:
-    """`Program.init` with the host environment's first timestep."""
+    """`Program.init` with the host environment's state and timestep."""
     program = self._program
     _, agent_key, loop_key = jax.random.split(seed_key, 3)
     learner_state = program.agent.initial_learner_state(agent_key)
@@ -152,7 +155,7 @@ class HostTrainer(loop.Trainer):
         learner_state=learner_state,
         value_state=learner.init_value_state(self.setup, agent_key),
         actor_state=actor_state,
-        env_state=None,
+        env_state=env_state,
         timestep=timestep,
         episode_returns=jnp.zeros((program.num_local,), jnp.float32),
         replay=replay_lib.init_replay_state(
@@ -163,11 +166,15 @@ class HostTrainer(loop.Trainer):
     )
 
   def _restarted(
-      self, state: TrainState, timestep: types.EnvironmentTimestep
+      self,
+      state: TrainState,
+      env_state: Any,
+      timestep: types.EnvironmentTimestep,
   ) -> TrainState:
     """`state` with new episodes: `timestep`, a fresh actor, returns 0."""
     agent = self._program.agent
     return state.replace(
+        env_state=env_state,
         timestep=timestep,
         actor_state=agent.initial_actor_state(state.rng),
         episode_returns=jnp.zeros_like(state.episode_returns),
@@ -181,31 +188,33 @@ class HostTrainer(loop.Trainer):
 
   # The host's side.
 
-  def _reset(self, env: Any, key: chex.PRNGKey) -> types.EnvironmentTimestep:
-    _, timestep = env.reset(key)
-    return jax.tree.map(lambda x: np.asarray(x)[None], timestep)
+  def _reset(self, env: Any, key: chex.PRNGKey) -> tuple[Any, Any]:
+    """(env state, timestep) of new episodes, with the device axis [1]."""
+    env_state, timestep = env.reset(key)
+    return _batched((_arrays(env_state), timestep))
 
   def initial_state(self) -> TrainState:
     keys = self._seed_keys()
     env_key = jax.random.split(keys[0], 3)[0]
-    return self._host_init(keys, self._reset(self.setup.env, env_key))
+    return self._host_init(keys, *self._reset(self.setup.env, env_key))
 
   def restore_state(self, arrays: Mapping[str, np.ndarray]) -> TrainState:
     """The saved state, its environments' episodes started afresh."""
     template = jax.eval_shape(
         self._host_init,
         self._seed_keys(),
-        self._reset(self.setup.env, jax.random.PRNGKey(0)),
+        *self._reset(self.setup.env, jax.random.PRNGKey(0)),
     )
     state = checkpoint_lib.restore_tree(template, arrays, 'state')
     key = jax.random.fold_in(np.asarray(state.rng)[0], 1)
     _, placed = devices_lib.place_like_pmap(self.setup.devices, sharded=state)
-    return self._restart(placed, self._reset(self.setup.env, key))
+    return self._restart(placed, *self._reset(self.setup.env, key))
 
-  def _act(self, state: TrainState) -> tuple[Any, Any, Any]:
-    """A rollout [1, T, B, ...] on the host; the actor state and timestep."""
+  def _act(self, state: TrainState) -> tuple[Any, Any, Any, Any]:
+    """A rollout [1, T, B, ...] on the host; actor state, timestep, env state."""
     keys = self._rollout_keys(state.rng)
     timestep = jax.device_get(state.timestep)
+    env_state = jax.tree.map(lambda x: x[0], jax.device_get(state.env_state))
     actor_state = state.actor_state
     steps, truncations = [], []
     for t in range(self.config.rollout_len):
@@ -215,14 +224,14 @@ class HostTrainer(loop.Trainer):
       steps.append(jax.device_get(step))
       actions = steps[-1].actions.reshape(-1)
       if self._truncation:
-        _, timestep, truncation = self.setup.env.step_with_truncation(
-            None, actions
+        env_state, timestep, truncation = self.setup.env.step_with_truncation(
+            env_state, actions
         )
         truncations.append(
             jax.tree.map(lambda x: np.asarray(x)[None], truncation)
         )
       else:
-        _, timestep = self.setup.env.step(None, actions)
+        env_state, timestep = self.setup.env.step(env_state, actions)
       timestep = jax.tree.map(lambda x: np.asarray(x)[None], timestep)
     rollout = types.ActorRollout.from_timestep(
         jax.tree.map(lambda *xs: np.stack(xs, axis=1), *steps)
@@ -243,7 +252,7 @@ class HostTrainer(loop.Trainer):
               axis=1,
           ),
       )
-    return rollout, actor_state, timestep
+    return rollout, actor_state, timestep, _batched((_arrays(env_state),))[0]
 
   def _chunk(self, learn: bool, rows: int) -> Any:
     """`num` iterations acted on the host, as the fused chunk returns them."""
@@ -251,10 +260,8 @@ class HostTrainer(loop.Trainer):
     def run(state: TrainState, rule_params: Any, num: Any):
       outputs = []
       for _ in range(int(num)):
-        rollout, actor_state, timestep = self._act(state)
-        state, out = self._absorb[learn](
-            state, rollout, actor_state, timestep, None, rule_params
-        )
+        acted = self._act(state)
+        state, out = self._absorb[learn](state, *acted, rule_params)
         outputs.append(out)
       if not rows:
         return state, jax.tree.map(lambda *xs: sum(xs[1:], xs[0]), *outputs)
@@ -278,7 +285,9 @@ class HostTrainer(loop.Trainer):
     """One episode in each evaluation environment, stepped on the host."""
     key = self._seed_keys(offset=1 + step)[0]
     reset_key, act_key = jax.random.split(key)
-    timestep = self._reset(self.eval_env, reset_key)
+    # The state as the environment keeps it (a frame stack's, say).
+    env_state, timestep = self.eval_env.reset(reset_key)
+    timestep = _batched(timestep)
     num = self.config.eval_envs
     actor_state = self._initial_actor(act_key[None])
     acc = np.zeros(num, np.float32)
@@ -293,7 +302,7 @@ class HostTrainer(loop.Trainer):
           params, act_keys, np.full((1,), t, np.int32), timestep, actor_state
       )
       actions = np.asarray(jax.device_get(step.actions)).reshape(-1)
-      _, new = self.eval_env.step(None, actions)
+      env_state, new = self.eval_env.step(env_state, actions)
       acc += np.where(done, 0.0, new.reward)
       ended = ~done & (np.asarray(new.step_type) == _LAST)
       returns = np.where(ended, acc, returns)
@@ -316,3 +325,21 @@ def _truncated(
       truncated=truncated,
       final_observations=final_observations,
   )
+
+
+def _arrays(env_state: Any) -> Any:
+  """A host environment's state with its arrays alone (None for the rest).
+
+  Crafter's counts and a frame stack's frames travel with the trainer's
+  state; an object kept for form (`UnusedEnvState`) does not.
+  """
+
+  def array_or_none(x: Any) -> Any:
+    return x if isinstance(x, (np.ndarray, np.generic, jax.Array)) else None
+
+  return jax.tree.map(array_or_none, env_state)
+
+
+def _batched(tree: Any) -> Any:
+  """A host (env state, timestep) with a leading device axis [1]."""
+  return jax.tree.map(lambda x: np.asarray(x)[None], tree)
