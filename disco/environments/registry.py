@@ -14,6 +14,7 @@ from disco.environments import base
 from disco.environments import catch
 from disco.environments import craftax_env
 from disco.environments import crafter_env
+from disco.environments import envpool_env
 from disco.environments import gymnasium_env
 from disco.environments import gymnax_env
 from disco.environments import jittable_envs
@@ -26,6 +27,7 @@ GYMNAX_PREFIX = 'gymnax:'
 CRAFTAX_PREFIX = 'craftax:'
 XMINIGRID_PREFIX = 'xminigrid:'
 GYMNASIUM_PREFIX = gymnasium_env.PREFIX
+ENVPOOL_PREFIX = envpool_env.PREFIX
 # The Craftax names in full (the adapter takes symbolic observations only).
 CRAFTAX_NAMES = tuple(CRAFTAX_PREFIX + name for name in craftax_env.ENV_NAMES)
 NAMES = (
@@ -35,13 +37,19 @@ NAMES = (
     *CRAFTAX_NAMES,
     XMINIGRID_PREFIX + '<env id>',
     GYMNASIUM_PREFIX + '<env id>',
+    ENVPOOL_PREFIX + '<task id>',
     crafter_env.NAME,
 )
 # Prefixes followed by a package's own environment id.
-_ID_PREFIXES = (GYMNAX_PREFIX, XMINIGRID_PREFIX, GYMNASIUM_PREFIX)
+_ID_PREFIXES = (
+    GYMNAX_PREFIX,
+    XMINIGRID_PREFIX,
+    GYMNASIUM_PREFIX,
+    ENVPOOL_PREFIX,
+)
 # Environments that step on the host, not in JAX: names and prefixes.
 _HOST_NAMES = (CATCH_CPU, crafter_env.NAME)
-_HOST_PREFIXES = (GYMNASIUM_PREFIX,)
+_HOST_PREFIXES = (GYMNASIUM_PREFIX, ENVPOOL_PREFIX)
 
 
 class UnknownEnvironmentError(ValueError):
@@ -148,6 +156,9 @@ def make_environment(
     )
   if name == crafter_env.NAME:
     return crafter_env.CrafterEnvironment(batch_size, settings)
+  if name.startswith(ENVPOOL_PREFIX):
+    task_id = _package_id(name, ENVPOOL_PREFIX, 'envpool', 'Pong-v5')
+    return envpool_env.make(task_id, batch_size, settings)
   if name.startswith(GYMNASIUM_PREFIX):
     env_id = _package_id(name, GYMNASIUM_PREFIX, 'Gymnasium', 'CartPole-v1')
     return gymnasium_env.make(env_id, batch_size, settings)
