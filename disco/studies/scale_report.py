@@ -277,6 +277,39 @@ def plot(rows: Sequence[Mapping[str, Any]], path: pathlib.Path) -> None:
   plots.save(fig, path)
 
 
+def markdown(summary: Sequence[Mapping[str, Any]]) -> str:
+  """The summary as the results page shows it."""
+
+  def number(value: float, digits: int = 2) -> str:
+    return '' if math.isnan(value) else f'{value:.{digits}f}'
+
+  header = (
+      'game', 'rule', 'scale', 'seeds', 'final return', 'training return',
+      'entropy', 'y', 'z', 'updates near uniform', 'meta_input/reward',
+      'meta_input/adv',
+  )  # fmt: skip
+  return tables.markdown(
+      header,
+      (
+          (
+              tables.env_label(s['env']),
+              s['algo'],
+              f'{s["reward_scale"]:g}',
+              s['seeds'],
+              f'{s["iqm"]:.2f} [{s["ci_low"]:.2f}, {s["ci_high"]:.2f}]',
+              number(s['train_return']),
+              number(s['entropy']),
+              number(s['y_entropy']),
+              number(s['z_entropy']),
+              number(s['near_uniform_updates'], 0),
+              number(s['meta_input/reward'], 3),
+              number(s['meta_input/adv'], 3),
+          )
+          for s in summary
+      ),
+  )
+
+
 def action_counts(envs: Sequence[str]) -> dict[str, int]:
   """Each environment's number of actions, from its spec."""
   # pylint: disable-next=g-import-not-at-top
@@ -314,35 +347,5 @@ def report(
   summary = summary_rows(rows)
   tables.write_csv(out / 'summary.csv', summary, SUMMARY_COLUMNS, digits=4)
   plot(rows, out / 'curves.png')
-  print(
-      tables.markdown(
-          (
-              'env',
-              'rule',
-              'scale',
-              'seeds',
-              'final return',
-              'entropy',
-              'y',
-              'z',
-              'uniform for',
-              'meta_input/adv',
-          ),
-          (
-              (
-                  tables.env_label(s['env']),
-                  s['algo'],
-                  f'{s["reward_scale"]:g}',
-                  s['seeds'],
-                  f'{s["iqm"]:.2f} [{s["ci_low"]:.2f}, {s["ci_high"]:.2f}]',
-                  f'{s["entropy"]:.2f}',
-                  f'{s["y_entropy"]:.2f}',
-                  f'{s["z_entropy"]:.2f}',
-                  f'{s["near_uniform_updates"]:.0f}',
-                  f'{s["meta_input/adv"]:.3f}',
-              )
-              for s in summary
-          ),
-      )
-  )
+  print(markdown(summary))
   print(f'wrote runs.csv, summary.csv and curves.png in {out}')
