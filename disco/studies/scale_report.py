@@ -241,7 +241,7 @@ def summary_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def plot(rows: Sequence[Mapping[str, Any]], path: pathlib.Path) -> None:
   """Per environment, by scale: evaluation return, entropy / log(actions),
-  and the advantages the meta-network read (mean |sign_log(A)|).
+  and the advantages the meta-network read (`meta_input/adv`).
   """
   envs = list(dict.fromkeys(r['env'] for r in rows))
   scales = sorted({r['reward_scale'] for r in rows})
