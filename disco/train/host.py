@@ -1,4 +1,4 @@
-"""The trainer with environments that step on the host (Gymnasium's).
+"""The trainer with environments that step on the host (Gymnasium, Crafter).
 
 `HostTrainer` is `disco.train.loop.Trainer` with an iteration's acting
 taken out of the compiled program: the agent's step runs jitted on the
@@ -8,9 +8,9 @@ reward scale, replay, learner steps). Keys are drawn as the fused path
 draws them, so a jittable environment stepped this way trains as it does
 fused (`tests/test_train_host.py`). One seed and one device per run.
 
-A resumed run restarts the environments' episodes (the host environment's
-state is not saved): the episodes running at the checkpoint are neither
-finished nor counted. Details: `docs/environments.md`.
+A resumed run restarts the environments' episodes (a host environment's
+own state cannot be saved): the episodes running at the checkpoint are
+neither finished nor counted. Details: `docs/environments.md`.
 """
 
 from collections.abc import Callable, Mapping, Sequence
