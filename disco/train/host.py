@@ -23,12 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from disco import acting
 from disco import checkpoint as checkpoint_lib
 from disco import devices as devices_lib
-from disco import learner
 from disco import precision
-from disco import replay as replay_lib
 from disco import truncation as truncation_lib
 from disco import types
 from disco.train import lanes
@@ -115,8 +112,9 @@ class HostTrainer(loop.Trainer):
     logits = step.agent_outs['logits']
     return step.replace(agent_outs={'logits': logits}), actor_state
 
-  def _example_rollout(self, params: Any, actor_state: Any, timestep: Any):
-    """The shapes of a rollout [T, B, ...] as the host makes it."""
+  def _example_unroll(self, params, actor_state, timestep, env_state, key):
+    """(a rollout [T, B, ...] shaped as the host makes it,), for the replay."""
+    del env_state, key
     step, _ = jax.eval_shape(
         self._acting_step,
         params,
@@ -130,11 +128,13 @@ class HostTrainer(loop.Trainer):
         types.ActorRollout.from_timestep(step),
     )
     if not self._truncation:
-      return rollout
-    return _truncated(
-        rollout,
-        jnp.zeros(rollout.discounts.shape, bool),
-        rollout.observations,
+      return (rollout,)
+    return (
+        _truncated(
+            rollout,
+            jnp.zeros(rollout.discounts.shape, bool),
+            rollout.observations,
+        ),
     )
 
   def _init_from(
@@ -144,25 +144,8 @@ class HostTrainer(loop.Trainer):
       timestep: types.EnvironmentTimestep,
   ) -> TrainState:
     """`Program.init` with the host environment's state and timestep."""
-    program = self._program
-    _, agent_key, loop_key = jax.random.split(seed_key, 3)
-    learner_state = program.agent.initial_learner_state(agent_key)
-    actor_state = program.agent.initial_actor_state(agent_key)
-    example = jax.eval_shape(
-        self._example_rollout, learner_state.params, actor_state, timestep
-    )
-    return TrainState(
-        learner_state=learner_state,
-        value_state=learner.init_value_state(self.setup, agent_key),
-        actor_state=actor_state,
-        env_state=env_state,
-        timestep=timestep,
-        episode_returns=jnp.zeros((program.num_local,), jnp.float32),
-        replay=replay_lib.init_replay_state(
-            jax.eval_shape(program.pack, acting.trim_agent_outs(example)),
-            self.config.buffer_capacity,
-        ),
-        rng=loop_key,
+    return self._program.init_with(
+        seed_key, env_state, timestep, self._example_unroll
     )
 
   def _restarted(

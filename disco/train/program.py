@@ -28,14 +28,11 @@ from disco import unrolling
 from disco.environments import base as base_env
 from disco.train import evaluation
 from disco.train import lanes
-from disco.train import state as train_state
 from disco.train.config import TrainConfig
+from disco.train.state import TrainState
+from disco.train.state import achievement_names
 
 _AXIS = devices_lib.AXIS_NAME
-
-
-TrainState = train_state.TrainState
-achievement_names = train_state.achievement_names
 
 
 class Program:
@@ -111,14 +108,21 @@ class Program:
 
   def init(self, seed_key: chex.PRNGKey) -> TrainState:
     """The state before the first iteration: reset, fresh agent, no replay."""
-    env_key, agent_key, loop_key = jax.random.split(seed_key, 3)
+    env_key = jax.random.split(seed_key, 3)[0]
     env_state, timestep = devices_lib.device_slice(
         self.env.reset(env_key), self.num_devices
     )
+    return self.init_with(seed_key, env_state, timestep, self.unroll)
+
+  def init_with(
+      self, seed_key: chex.PRNGKey, env_state: Any, timestep: Any, unroll: Any
+  ) -> TrainState:
+    """`init` with its episodes given; `unroll`'s rollout shapes the replay."""
+    _, agent_key, loop_key = jax.random.split(seed_key, 3)
     learner_state = self.agent.initial_learner_state(agent_key)
     actor_state = self.agent.initial_actor_state(agent_key)
     example, *_ = jax.eval_shape(
-        self.unroll, learner_state.params, actor_state, timestep, env_state,
+        unroll, learner_state.params, actor_state, timestep, env_state,
         loop_key,
     )  # fmt: skip
     return TrainState(
