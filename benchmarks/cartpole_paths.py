@@ -49,7 +49,13 @@ def report(args: argparse.Namespace) -> None:
   if not rows:
     print(f'no finished runs in {args.out}')
     return
-  print(report_lib.markdown(report_lib.write(args.out, rows)))
+  summary = report_lib.write(args.out, rows)
+  # Both paths' environment is CartPole-v1: name them by their package.
+  print(report_lib.markdown([dict(r, env=_path(r['env'])) for r in summary]))
+
+
+def _path(env: str) -> str:
+  return env.replace(':', ' ')
 
 
 def main(argv=None) -> int:
