@@ -11,7 +11,9 @@ not run again on MinAtar: its records are those of disco103_vs_baselines
 (same settings), read by `--report` from `--unscaled`. Catch runs at the
 evaluation colab's settings (`colab` preset, 1,000 iterations) and
 CartPole-v1 at benchmarks/discovery_heldout.py's (384,000 steps), scale 1
-included.
+included. Acrobot-v1 runs at CartPole's settings; it is held out from the
+calibration of `disco.reward_probe`, whose scale `--probe` adds to
+`--scales` (the probe of seed 0, for every seed).
 
 Each run goes in pieces (`disco.studies.runs`): the same command resumes a
 stopped run and skips finished ones. `--report` writes runs.csv (per run:
@@ -44,7 +46,10 @@ UNSCALED_RUNS = (
 )
 RULES = ('disco', 'actor_critic')
 CATCH, CARTPOLE = 'catch', 'gymnax:CartPole-v1'
-ENVS = runs_lib.MINATAR + (CATCH, CARTPOLE)
+# Held out from the calibration of `--probe` (`disco.reward_probe`).
+ACROBOT = 'gymnax:Acrobot-v1'
+HELDOUT_ENVS = (CARTPOLE, ACROBOT)
+ENVS = runs_lib.MINATAR + (CATCH,) + HELDOUT_ENVS
 # Catch at the evaluation colab's settings (`colab` preset, 1,000
 # iterations), evaluated as the MinAtar runs are.
 CATCH_ITERATIONS = 1000
@@ -65,7 +70,7 @@ def scaled_config(env: str, rule: str, seed: int, updates: int):
         eval_every=baseline_runs.EVAL_EVERY,
         eval_envs=baseline_runs.EVAL_ENVS,
     )
-  if env == CARTPOLE:
+  if env in HELDOUT_ENVS:
     # The held-out runs' settings, logged every 25 iterations.
     return baseline_runs.heldout_config(rule, env).replace(
         seed=seed, steps_per_chunk=baseline_runs.STEPS_PER_CHUNK
@@ -78,10 +83,24 @@ def scale_tag(scale: float) -> str:
   return f'x{scale:g}'
 
 
+def probed_scale(env: str, target: float) -> float:
+  """The scale `disco.reward_probe` chooses for `env`'s runs (seed 0)."""
+  # pylint: disable-next=g-import-not-at-top
+  from disco import reward_probe
+
+  config = scaled_config(env, RULES[0], 0, baseline_runs.UPDATES)
+  _, result = reward_probe.with_probed_scale(config, target)
+  print(f'{env}: --probe {target:g}: {reward_probe.describe(result)}')
+  return result.reward_scale
+
+
 def runs(args: argparse.Namespace) -> list[runs_lib.TrainRun]:
   """`args.env`'s runs: each scale, rule and seed in turn."""
   todo = []
-  for scale in args.scales:
+  scales = list(args.scales)
+  if args.probe is not None:
+    scales.append(probed_scale(args.env, args.probe))
+  for scale in scales:
     for rule in args.algos:
       for seed in args.seeds:
         config = scaled_config(args.env, rule, seed, args.updates)
@@ -102,6 +121,15 @@ def main(argv=None) -> int:
       '--scales', nargs='+', type=runs_lib.positive(float), default=SCALES
   )
   parser.add_argument('--algos', nargs='+', choices=RULES, default=RULES[:1])
+  parser.add_argument(
+      '--probe',
+      type=runs_lib.positive(float),
+      nargs='?',
+      const=3.0,
+      default=None,
+      metavar='TARGET',
+      help='also run the scale disco.reward_probe chooses (seed 0 probe)',
+  )
   parser.add_argument('--updates', type=int, default=baseline_runs.UPDATES)
   parser.add_argument(
       '--unscaled',

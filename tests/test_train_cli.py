@@ -60,6 +60,11 @@ def test_every_config_field_is_a_flag(capsys):
         (['--env=pong'], 'Unknown environment'),
         (['--replay-fraction=1.5'], 'replay_fraction'),
         (['--unroll-inner-scans=maybe'], 'unroll-inner-scans'),
+        (
+            ['--probe-reward-scale', '--reward-scale=2'],
+            '--probe-reward-scale chooses --reward-scale itself',
+        ),
+        (['--probe-reward-scale=0'], 'needs a TARGET > 0'),
     ],
 )
 def test_bad_flags_are_usage_errors(argv, message, capsys, tmp_path):
@@ -98,9 +103,17 @@ def test_unrolling_is_automatic_off_cpus_and_a_bad_value_is_named():
 def test_a_run_writes_its_outputs_and_resumes(capsys, tmp_path):
   out = tmp_path / 'run'
   status, stdout, err = _main(
-      capsys, *_ARGS, '--num-steps=3', '--num-seeds=2', f'--out-dir={out}'
+      capsys,
+      *_ARGS,
+      '--num-steps=3',
+      '--num-seeds=2',
+      f'--out-dir={out}',
+      '--probe-reward-scale=6',
   )
   assert status == 0, err
+  # The probe chose the scale (Catch's random returns: about 0.85) and
+  # config.json keeps it, with what the probe measured.
+  assert '--probe-reward-scale: reward scale 7' in stdout
   names = {p.name for p in out.iterdir()}
   assert {
       'config.json',
@@ -112,6 +125,9 @@ def test_a_run_writes_its_outputs_and_resumes(capsys, tmp_path):
   saved = json.loads((out / 'config.json').read_text())
   assert saved['command'] == 'disco-train' and saved['num_seeds'] == 2
   assert saved['config']['rule'] == 'actor_critic'
+  probe = saved['chosen']['reward_probe']
+  assert saved['config']['reward_scale'] == probe['reward_scale'] == 7.0
+  assert probe['target'] == 6.0 and 0.8 < probe['random_return'] < 0.9
   rows = _rows(out / 'log.csv')
   # A row per seed and chunk (one iteration each) and the step-0 evaluation.
   assert sorted({r['seed'] for r in rows}) == ['0', '1']
@@ -126,6 +142,9 @@ def test_a_run_writes_its_outputs_and_resumes(capsys, tmp_path):
       capsys, f'--out-dir={out}', '--resume', '--num-steps=5', '--no-progress'
   )
   assert status == 0, err
+  assert json.loads((out / 'config.json').read_text())['chosen'] == (
+      saved['chosen']
+  )
   resumed = _rows(out / 'log.csv')
   assert resumed[: len(rows)] == rows
   assert max(int(r['step']) for r in resumed) == 5

@@ -99,6 +99,10 @@ def logger_names(
   return list(args.logger or saved.get('logger') or [loggers.CSV])
 
 
+# config.json's record of what a run chose for itself (`resolve_config`).
+CHOSEN_KEY = 'chosen'
+
+
 @dataclasses.dataclass
 class Run:
   """A command's run, as its hooks see it.
@@ -153,6 +157,10 @@ class Command:
       `config.json`); default: the saved config.
     extras: what `config.json` keeps besides the config (args, saved,
       config -> dict).
+    resolve_config: sets what a new run chooses for itself before it
+      starts (args, config -> config and what `config.json` keeps of the
+      choice, kept under `CHOSEN_KEY`), e.g.
+      `disco.cli.reward_probe_flag.resolve`.
   """
 
   prog: str
@@ -175,6 +183,9 @@ class Command:
   extras: (
       Callable[[argparse.Namespace, Mapping[str, Any], Any], dict[str, Any]]
       | None
+  ) = None
+  resolve_config: (
+      Callable[[argparse.Namespace, Any], tuple[Any, dict[str, Any]]] | None
   ) = None
 
 
@@ -254,7 +265,13 @@ def _body(command: Command, args: argparse.Namespace) -> int:
   )
   cls = command.config_cls
   config = make_config(cls, base | overrides(args, cls))
+  # What the run chose for itself stays in config.json under 'chosen'.
+  chosen = saved.get(CHOSEN_KEY, {})
+  if command.resolve_config is not None and not args.resume:
+    config, chosen = command.resolve_config(args, config)
   extras = {} if command.extras is None else command.extras(args, saved, config)
+  if chosen:
+    extras[CHOSEN_KEY] = chosen
   sinks = [n for n in logger_names(args, saved) if n != loggers.CSV]
   for name in sinks:  # A missing package fails before anything runs.
     loggers.require(name)

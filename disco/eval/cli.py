@@ -31,6 +31,7 @@ from disco import cli
 from disco import eval as eval_lib
 from disco import progress
 from disco import weights
+from disco.cli import reward_probe_flag
 from disco.environments import registry
 
 PROG = 'disco-eval'
@@ -61,6 +62,7 @@ def _add_flags(parser: argparse.ArgumentParser) -> None:
           ' with --fast (default: 1)'
       ),
   )
+  reward_probe_flag.add_flag(parser)
 
 
 def _rules_and_seeds(
@@ -228,6 +230,7 @@ COMMAND = cli.Command(
         ('weights', 'update_rule_params', None),
     ),
     extras=_rules_and_seeds,
+    resolve_config=reward_probe_flag.resolve,
     resumed_rows=_resumed_rows,
     run=_run,
     plot=_plot,

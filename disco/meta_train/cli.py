@@ -21,6 +21,7 @@ from typing import Any
 from disco import cli
 from disco import logs
 from disco import meta_train
+from disco.cli import reward_probe_flag
 
 PROG = 'disco-meta-train'
 PARAMS_FILENAME = 'update_rule_params.npz'
@@ -79,6 +80,8 @@ COMMAND = cli.meta_step_command(
     config_title='config (MetaTrainConfig; defaults: the reference notebook)',
     default_out_dir='runs/meta_train',
     deprecated=(('init', 'update_rule_params', None),),
+    add_flags=reward_probe_flag.add_flag,
+    resolve_config=reward_probe_flag.resolve,
     run=_run,
     plot=lambda rows, run: write_plots(rows, run.run_dir.path),
     params_filename=PARAMS_FILENAME,

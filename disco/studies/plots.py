@@ -70,6 +70,10 @@ def seed_curves(
     The figure.
   """
   envs = list(dict.fromkeys(r['env'] for r in rows))
+  ids = [env.split(':', 1)[-1] for env in envs]
+  # An id two packages share (gymnax's and Gymnasium's CartPole-v1) keeps
+  # its package in the title.
+  titles = [env if ids.count(i) > 1 else i for env, i in zip(envs, ids)]
   fig, axes = figure(3, len(envs), (4.2 * len(envs), 10))
   for j, env in enumerate(envs):
     top, mid, bottom = axes[:, j]
@@ -88,7 +92,7 @@ def seed_curves(
       if updates is not None:
         mid.plot(updates, returns, **style)
         bottom.plot(*r['entropy_curve'], **style)
-    top.set(title=env.split(':', 1)[-1], xlabel='environment steps per seed')
+    top.set(title=titles[j], xlabel='environment steps per seed')
     mid.set(xlabel='learner updates')
     bottom.set(xlabel='learner updates')
     for ax in (top, mid, bottom):
@@ -97,7 +101,8 @@ def seed_curves(
   axes[0, 0].set_ylabel('evaluation return')
   axes[1, 0].set_ylabel('evaluation return (ours)')
   axes[2, 0].set_ylabel('policy entropy, nats (ours)')
-  fig.suptitle('Disco103, actor-critic and rejax PPO: every seed', fontsize=9)
+  present = [a for a in algos if any(r['algo'] == a for r in rows)]
+  fig.suptitle(f'{", ".join(present)}: every seed', fontsize=9)
   fig.tight_layout()
   save(fig, path, dpi=100)
   return fig

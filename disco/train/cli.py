@@ -33,6 +33,7 @@ from disco import logs
 from disco import progress
 from disco import train
 from disco import weights
+from disco.cli import reward_probe_flag
 from disco.environments import registry
 
 PROG = 'disco-train'
@@ -71,6 +72,7 @@ def _add_flags(parser: argparse.ArgumentParser) -> None:
           ' (run one seed per process there) (default: 1)'
       ),
   )
+  reward_probe_flag.add_flag(parser)
 
 
 def write_plot(
@@ -188,6 +190,7 @@ COMMAND = cli.Command(
     check_args=_check_args,
     base_config=_base_config,
     extras=_extras,
+    resolve_config=reward_probe_flag.resolve,
     resumed_rows=cli.steps_up_to(lambda root: root),
     run=_run,
     plot=lambda rows, run: [
