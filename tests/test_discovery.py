@@ -76,6 +76,10 @@ def test_population_specs_parse_and_round_trip():
   assert _TINY.num_members == 2
   again = discovery_config.DiscoveryConfig.from_dict(_TINY.to_dict())
   assert again == _TINY
+  scaled = discovery_config.parse_member('catch/rows=5/reward_scale=10')
+  assert scaled.settings == (('rows', 5),) and scaled.reward_scale == 10
+  assert scaled.label == 'catch_rows5_reward_scale10'
+  assert discovery_config.parse_member('catch').reward_scale == 1.0
 
 
 @pytest.mark.parametrize(
@@ -92,6 +96,7 @@ def test_population_specs_parse_and_round_trip():
         (dict(lifetime_budgets=(100, 0)), 'lifetime_budgets'),
         (dict(meta_max_grad_norm=0.0), 'meta_max_grad_norm'),
         (dict(num_inner_steps=0), 'num_inner_steps'),
+        (dict(population=(('catch/reward_scale=0', 1),)), 'reward_scale'),
     ],
 )
 def test_bad_configs_name_the_problem(changes, match):
@@ -180,6 +185,47 @@ def test_the_rule_moves_by_the_mean_of_all_members_updates():
 
 def _run(config, **kwargs):
   return discovery_runtime.run_discovery(config, **kwargs)
+
+
+def test_a_members_reward_scale_reaches_what_the_rule_reads(monkeypatch):
+  config = _TINY.replace(
+      population=(('catch/rows=5/columns=5/reward_scale=10', 1),)
+  )
+  (member,) = config.members
+  group = discovery.Group(member, config)
+
+  def meta_gradient_of(rule_params, state, train_rollouts, valid_rollout, rng):
+    """What the inner updates and the meta-loss read, as the meta-logs."""
+    del rng
+    train, valid = train_rollouts.rewards, valid_rollout.rewards
+    both = jnp.concatenate([train.reshape(-1), valid.reshape(-1)])
+    log = dict(
+        meta_loss=jnp.abs(train).max(),
+        pg_loss=jnp.abs(valid).max(),
+        # Rewards other than -10, 0 and 10.
+        entropy=jnp.sum(~jnp.isin(both, jnp.array([-10.0, 0.0, 10.0]))),
+    )
+    return jax.tree.map(jnp.zeros_like, rule_params), (state, {}, log)
+
+  monkeypatch.setattr(
+      discovery.meta_gradient,
+      'configured_meta_gradient',
+      lambda agent, config: meta_gradient_of,
+  )
+  params = discovery_runtime.discoverer_for(_TINY).random_params()
+  key = jax.random.PRNGKey(0)
+  state = jax.jit(group.init_member)(key, jnp.asarray(0), params)
+  step = jax.jit(group.member_step)
+  seen = dict(meta_loss=0.0, pg_loss=0.0)
+  for i in range(4):  # Until both rollouts have seen an episode end.
+    _, state, logs = step(params, state, jax.random.fold_in(key, i))
+    # Catch pays -1 or 1: the rule reads -10 or 10, the logs Catch's units.
+    assert logs['entropy'] == 0
+    assert jnp.abs(logs['rewards']) <= 1 and logs['meta_loss'] in (0, 10)
+    assert abs(float(logs['total_return'])) <= float(logs['num_episodes'])
+    for name in seen:
+      seen[name] = max(seen[name], float(logs[name]))
+  assert seen == dict(meta_loss=10.0, pg_loss=10.0)
 
 
 def test_lifetimes_end_and_restart_the_agent():

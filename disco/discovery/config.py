@@ -12,6 +12,7 @@ from ml_collections import config_dict
 
 from disco import agent as agent_lib
 from disco import configs
+from disco import reward_scale as reward_scale_lib
 from disco.environments import base as base_env
 from disco.environments import registry
 
@@ -28,6 +29,10 @@ EXECUTION_FIELDS = frozenset({
 })
 
 
+# The pair of a member's spec that sets its reward scale.
+REWARD_SCALE_KEY = 'reward_scale'
+
+
 @dataclasses.dataclass(frozen=True)
 class Member:
   """Members of the population that share an environment.
@@ -36,16 +41,23 @@ class Member:
     env: a jittable registry name ('catch', 'gymnax:<id>', ...).
     settings: the environment's settings (sorted pairs).
     count: how many members act in it.
+    reward_scale: multiplies the rewards its agents, their value functions
+      and the rule read (`disco.reward_scale`); returns and logs stay in
+      the environment's units. A spec gives it as `reward_scale=<x>`.
   """
 
   env: str
   settings: tuple[tuple[str, Any], ...]
   count: int
+  reward_scale: float = reward_scale_lib.UNSCALED
 
   @property
   def label(self) -> str:
     """A short unique name for logs: env and settings, e.g. 'catch_rows5'."""
-    text = '_'.join([self.env] + [f'{k}{v}' for k, v in self.settings])
+    pairs = list(self.settings)
+    if self.reward_scale != reward_scale_lib.UNSCALED:
+      pairs.append((REWARD_SCALE_KEY, self.reward_scale))
+    text = '_'.join([self.env] + [f'{k}{v}' for k, v in pairs])
     return re.sub(r'[^A-Za-z0-9:._-]', '', text)
 
   def make_env(self, batch_size: int) -> base_env.Environment:
@@ -55,13 +67,18 @@ class Member:
 
 
 def parse_member(spec: str, count: int = 1) -> Member:
-  """'catch/rows=5/columns=5' -> Member('catch', (('columns', 5), ...), 1)."""
+  """'catch/rows=5/columns=5' -> Member('catch', (('columns', 5), ...), 1).
+
+  `reward_scale=<x>` among the pairs is the member's reward scale, not an
+  environment setting: 'gymnax:Asterix-MinAtar/reward_scale=10'.
+  """
   # pylint: disable-next=g-import-not-at-top
   from disco import cli
 
   env, *pairs = spec.split('/')
-  settings = cli.parse_settings(','.join(pairs)) if pairs else ()
-  return Member(env, configs.sorted_settings(settings), count)
+  settings = dict(cli.parse_settings(','.join(pairs)) if pairs else ())
+  scale = settings.pop(REWARD_SCALE_KEY, reward_scale_lib.UNSCALED)
+  return Member(env, configs.sorted_settings(settings), count, scale)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
@@ -76,7 +93,9 @@ class DiscoveryConfig(
   Attributes:
     population: (environment spec, members) pairs. A spec is a jittable
       registry name with optional settings after slashes, e.g.
-      'catch/rows=5/columns=5' or 'gymnax:DeepSea-bsuite'.
+      'catch/rows=5/columns=5' or 'gymnax:DeepSea-bsuite';
+      'reward_scale=<x>' among them scales that member's rewards
+      (`disco.reward_scale`), e.g. 'gymnax:Asterix-MinAtar/reward_scale=10'.
     num_steps: meta-steps.
     num_inner_steps: K, the agent updates in the meta-gradient's window;
       each meta-step takes the next K updates of every member.
@@ -176,6 +195,7 @@ class DiscoveryConfig(
           member.count >= 1,
           f'population: {member.env} needs at least one member.',
       )
+      reward_scale_lib.check_reward_scale(member)
     configs.check_rule_source(self)
     configs.set_network_sizes(self)
     object.__setattr__(

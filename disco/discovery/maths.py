@@ -20,6 +20,7 @@ import optax
 from disco import acting
 from disco import devices
 from disco import replay as replay_lib
+from disco import reward_scale
 from disco import types
 from disco import utils
 from disco.discovery import config as discovery_config
@@ -222,6 +223,12 @@ class Group:
         state.valid_timestep,
         valid_key,
         2 * config.rollout_len,
+    )
+    # The rule and the meta-loss read the member's scaled rewards; its
+    # returns and logs stay in the environment's units.
+    train_rollouts, valid_rollout = (
+        reward_scale.scale_rewards(rollout, self.member.reward_scale)
+        for rollout in (train_rollouts, valid_rollout)
     )
     meta_gradient_fn = meta_gradient.configured_meta_gradient(
         self.agent, config
