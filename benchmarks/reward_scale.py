@@ -118,7 +118,11 @@ def main(argv=None) -> int:
   runs_lib.add_flags(parser, seeds=(0,))
   parser.add_argument('--env', choices=ENVS, default=None)
   parser.add_argument(
-      '--scales', nargs='+', type=runs_lib.positive(float), default=SCALES
+      '--scales',
+      nargs='*',
+      type=runs_lib.positive(float),
+      default=SCALES,
+      help="the scales to run (none: only --probe's)",
   )
   parser.add_argument('--algos', nargs='+', choices=RULES, default=RULES[:1])
   parser.add_argument(
