@@ -25,8 +25,8 @@ from disco import configs
 from disco.environments import base
 from disco.environments import registry
 
-# The calibrated target: the mean |discounted return-to-go| of a uniform
-# random policy that the scaled rewards should give (docs/results/
+# The calibrated target: the mean absolute discounted return-to-go of a
+# uniform random policy that the scaled rewards should give (docs/results/
 # reward_scale.md, "A scale chosen from the environment").
 DEFAULT_TARGET = 3.0
 # Steps of each probe environment whose returns are measured; the probe
@@ -46,8 +46,8 @@ class Probe:
   """What the probe measured and the scale it chose.
 
   Attributes:
-    random_return: mean |discounted return-to-go| of the random policy, in
-      the environment's units.
+    random_return: mean absolute discounted return-to-go of the random
+      policy, in the environment's units.
     reward_scale: `target / random_return`, two significant digits.
     target: the magnitude asked for.
     episodes: episodes that ended during the probe.
@@ -144,7 +144,8 @@ def probe(
 
   Args:
     env_name: any name `registry.make_environment` knows.
-    target: the mean |discounted return-to-go| the scaled rewards give.
+    target: the mean absolute discounted return-to-go the scaled rewards
+      give.
     discount: the run's discount.
     seed: the probe's seed (its actions and first episodes).
     settings: the environment's settings (`TrainConfig.env_settings`).
@@ -212,7 +213,7 @@ def describe(result: Probe) -> str:
   """One line for the user: what the probe measured and chose."""
   return (
       f'reward scale {result.reward_scale:g}: a uniform random policy'
-      f' scored mean |discounted return| {result.random_return:.3g} in the'
-      f" environment's units ({result.episodes} episodes ended), and the"
-      f' scale brings it to {result.target:g}'
+      f' scored mean absolute discounted return {result.random_return:.3g}'
+      f" in the environment's units ({result.episodes} episodes ended), and"
+      f' the scale brings it to {result.target:g}'
   )

@@ -31,7 +31,7 @@ def add_flag(parser: argparse.ArgumentParser) -> None:
       help=(
           'set --reward-scale before the run from a uniform random'
           " policy's returns on the environment: the scale that brings"
-          ' their mean |discounted return| to TARGET (default'
+          ' their mean absolute discounted return to TARGET (default'
           f' {reward_probe.DEFAULT_TARGET:g}, calibrated on MinAtar,'
           ' CartPole and Catch; docs/training.md)'
       ),
@@ -41,7 +41,7 @@ def add_flag(parser: argparse.ArgumentParser) -> None:
 def resolve(
     args: argparse.Namespace, config: Any
 ) -> tuple[Any, dict[str, Any]]:
-  """`config` with the probed scale, and the probe's record (`resolve_config`)."""
+  """`config` with the probed scale; the record for `config.json`."""
   target = args.probe_reward_scale
   if target is None:
     return config, {}
