@@ -65,17 +65,12 @@ def main(argv=None) -> int:
   parser.add_argument('--algos', nargs='+', choices=RULES, default=RULES)
   parser.add_argument('--run', action='store_true', help='run the runs')
   args = parser.parse_args(argv)
-  steps = []
-  if args.run or not args.report:
-    todo = runs(args)
-    steps.append(
-        lambda: runs_lib.run_all(
-            args.out, todo, show_progress=not args.no_progress
-        )
-    )
-  if args.report:
-    steps.append(lambda: report(args))
-  return runs_lib.command(parser.prog, args.out, steps)
+  return runs_lib.run_then_report(
+      parser.prog,
+      args,
+      runs(args) if args.run or not args.report else None,
+      (lambda: report(args)) if args.report else None,
+  )
 
 
 if __name__ == '__main__':

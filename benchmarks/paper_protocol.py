@@ -274,13 +274,12 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   if args.env is None and not args.report:
     parser.error('give --env (one environment per command) or --report')
-  steps = []
-  if args.env is not None:
-    todo, show = runs(args), not args.no_progress
-    steps.append(lambda: runs_lib.run_all(args.out, todo, show_progress=show))
-  if args.report:
-    steps.append(lambda: report(args.out, args.include_partial))
-  return runs_lib.command(parser.prog, args.out, steps)
+  return runs_lib.run_then_report(
+      parser.prog,
+      args,
+      runs(args) if args.env is not None else None,
+      (lambda: report(args.out, args.include_partial)) if args.report else None,
+  )
 
 
 if __name__ == '__main__':

@@ -144,24 +144,21 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   if args.env is None and not args.report:
     parser.error('give --env (one environment per command) or --report')
-  steps = []
-  if args.env is not None:
-    todo = runs(args)
-    steps.append(
-        lambda: runs_lib.run_all(
-            args.out, todo, show_progress=not args.no_progress
-        )
-    )
-  if args.report:
-    # pylint: disable-next=g-import-not-at-top
-    from disco.studies import scale_report
+  # pylint: disable-next=g-import-not-at-top
+  from disco.studies import scale_report
 
-    steps.append(
-        lambda: scale_report.report(
-            args.out, args.unscaled, args.include_partial
-        )
-    )
-  return runs_lib.command(parser.prog, args.out, steps)
+  return runs_lib.run_then_report(
+      parser.prog,
+      args,
+      runs(args) if args.env is not None else None,
+      (
+          lambda: scale_report.report(
+              args.out, args.unscaled, args.include_partial
+          )
+      )
+      if args.report
+      else None,
+  )
 
 
 if __name__ == '__main__':

@@ -335,3 +335,22 @@ def test_a_record_is_of_its_values_not_of_how_its_run_was_cut():
   assert not records.same_settings(saved, asked(num_steps=7))
   assert not records.same_settings(saved, asked(discount=0.9))
   assert not records.same_settings(saved, dict(asked(), num_seeds=2))
+
+
+def test_crafter_and_craftax_pixels_runs_differ_only_in_the_environment():
+  crafter_paths = _load('crafter_paths')
+  host, fused = (crafter_paths.config(env, 0) for env in crafter_paths.ENVS)
+  assert host.env == 'crafter'
+  assert fused.env == 'craftax:Craftax-Classic-Pixels-v1'
+  assert host.replace(env=fused.env) == fused
+  # The preset but for the CPU reading, which says what it changes.
+  preset = train.preset(crafter_paths.PRESET, agent=crafter_paths.AGENT)
+  assert (host.frame_stack, host.learner_batch_size) == (1, 8)
+  assert (preset.frame_stack, preset.learner_batch_size) == (32, 24)
+  assert host.replay_fraction == preset.replay_fraction
+  assert host.rollout_len * host.num_envs == preset.env_steps_per_step
+  # At least 100,000 steps, every one of which the buffer can hold.
+  steps = host.num_steps * host.env_steps_per_step
+  assert 100_000 <= steps < 100_000 + host.env_steps_per_step
+  assert host.buffer_capacity * host.rollout_len >= steps
+  assert host.buffer_capacity <= preset.buffer_capacity

@@ -225,6 +225,30 @@ def command(
   return 0
 
 
+def run_then_report(
+    prog: str,
+    args: argparse.Namespace,
+    todo: Sequence[TrainRun | PpoRun] | None,
+    report: Callable[[], Any] | None,
+) -> int:
+  """`command` over the usual steps: run `todo` (if any), then `report`.
+
+  Args:
+    prog: the command's name.
+    args: its parsed `add_flags` flags (`--out`, `--no-progress`).
+    todo: the runs asked, or None when none is.
+    report: writes the report, or None when it is not asked.
+  """
+  steps = []
+  if todo is not None:
+    steps.append(
+        lambda: run_all(args.out, todo, show_progress=not args.no_progress)
+    )
+  if report is not None:
+    steps.append(report)
+  return command(prog, args.out, steps)
+
+
 def add_flags(
     parser: argparse.ArgumentParser,
     seeds: Sequence[int],

@@ -5,6 +5,7 @@ SIGINT), resumed to what a straight run gives, and skipped once done.
 """
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -161,8 +162,9 @@ def test_a_command_stopped_by_sigterm_says_so_and_the_same_one_resumes(
   stopped_at = partial['pieces'][0]['ended_at_step']
   assert 3 <= stopped_at < 6
   reported = []
-  steps = [run_all, lambda: reported.append('report')]
-  assert runs.command('bench', tmp_path, steps) == 0
+  args = argparse.Namespace(out=tmp_path, no_progress=True)
+  report = functools.partial(reported.append, 'report')
+  assert runs.run_then_report('bench', args, todo, report) == 0
   assert reported == ['report']
   assert 'run: done' in capsys.readouterr().out
   done = json.loads(records.record_path(tmp_path, 'run').read_text())
