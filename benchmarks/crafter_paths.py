@@ -9,7 +9,7 @@ and learner batches of 8, not 24; the protocol's own settings ran out of
 memory at its first update). The buffer holds the run's 100,000 steps, all
 it can ever store of them. Each run goes in pieces (`disco.studies.runs`);
 `--report` writes results.csv (per run: training return and Crafter score
-over the last 10% of steps, entropies of the policy, y and z), curves.csv
+over the last 10% of steps, the rule's diagnostics), curves.csv
 and curves.png.
 
   python benchmarks/crafter_paths.py --out benchmarks/results/crafter_paths \\
@@ -21,8 +21,6 @@ Needs crafter, craftax and matplotlib.
 """
 
 import argparse
-import csv
-import pathlib
 import sys
 from typing import Any
 
@@ -33,6 +31,7 @@ from disco import train
 from disco.studies import plots
 from disco.studies import records
 from disco.studies import runs as runs_lib
+from disco.studies import tables
 
 ENVS = ('crafter', 'craftax:Craftax-Classic-Pixels-v1')
 PRESET = 'crafter_rollout_per_update'
@@ -42,7 +41,18 @@ CPU_READING = dict(frame_stack=1, learner_batch_size=8, learning_starts=8)
 ENV_STEPS = 100_000
 # Crafter's score pools the episodes of this many log rows.
 SCORE_ROWS = 10
-MEASURES = ('entropy', 'y_entropy', 'z_entropy')
+# The rule's diagnostics: the entropies of the policy, y and z and of the
+# rule's targets for them; the scale of the rewards and advantages it read.
+MEASURES = (
+    'entropy',
+    'y_entropy',
+    'z_entropy',
+    'pi_hat_entropy',
+    'y_hat_entropy',
+    'z_hat_entropy',
+    'meta_input/reward',
+    'meta_input/qv_adv',
+)
 
 
 def config(env: str, seed: int) -> Any:
@@ -151,20 +161,9 @@ def report(args: argparse.Namespace) -> None:
     ax.set_xlabel('environment steps')
   axes[0].legend()
   plots.save(fig, args.out / 'curves.png')
-  _write_csv(args.out / 'results.csv', rows)
-  _write_csv(args.out / 'curves.csv', curves)
-  keys = list(rows[0])
-  print('| ' + ' | '.join(keys) + ' |')
-  print('|' + ' --- |' * len(keys))
-  for row in rows:
-    print('| ' + ' | '.join(str(row[k]) for k in keys) + ' |')
-
-
-def _write_csv(path: pathlib.Path, rows: list[dict[str, Any]]) -> None:
-  with open(path, 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
+  tables.write_csv(args.out / 'results.csv', rows)
+  tables.write_csv(args.out / 'curves.csv', curves)
+  print(tables.markdown(list(rows[0]), [list(r.values()) for r in rows]))
 
 
 def main(argv=None) -> int:
