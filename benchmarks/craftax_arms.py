@@ -165,9 +165,7 @@ def pooled_score(logs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
 
 def _last_tenth(logs: dict[str, np.ndarray], column: str) -> float:
   """`column`'s mean over the rows of the last 10% of environment steps."""
-  steps, values = logs['env_steps'], logs[column]
-  window = (steps > 0.9 * steps[-1]) & ~np.isnan(values)
-  return float(np.mean(values[window])) if window.any() else float('nan')
+  return metrics.final_mean(logs['env_steps'], logs[column])
 
 
 def seed_row(

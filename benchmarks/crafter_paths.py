@@ -82,17 +82,12 @@ def _label(env: str) -> str:
   return env.split(':')[-1]
 
 
-def _last_tenth(logs: dict[str, np.ndarray], column: str) -> float:
-  steps, values = logs['env_steps'], logs.get(column)
-  if values is None:
-    return float('nan')
-  window = (steps > 0.9 * steps[-1]) & ~np.isnan(values)
-  return float(np.mean(values[window])) if window.any() else float('nan')
-
-
-def seed_row(record: dict[str, Any], seed: int) -> dict[str, Any]:
-  """One seed's measures over its last 10% of environment steps."""
+def seed_row(
+    record: dict[str, Any], seed: int
+) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str]]:
+  """One seed's measures over its last 10% of steps, its logs, achievements."""
   logs = records.seed_columns(record, seed)
+  steps = logs['env_steps']
   trained = logs['step'] > 0
   names = sorted(k for k in logs if k.startswith('unlocked/'))
   final = metrics.final_training_measures(
@@ -114,7 +109,9 @@ def seed_row(record: dict[str, Any], seed: int) -> dict[str, Any]:
       wall_seconds=round(record['wall_seconds']),
   )
   for name in MEASURES:
-    row[f'{name}_last10'] = round(_last_tenth(logs, f'logs/{name}'), 3)
+    values = logs.get(f'logs/{name}')
+    mean = np.nan if values is None else metrics.final_mean(steps, values)
+    row[f'{name}_last10'] = round(mean, 3)
   return row, logs, names
 
 

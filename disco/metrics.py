@@ -41,6 +41,28 @@ def final_average_return(
   return (total / count if count > 0 else math.nan), count
 
 
+def final_mean(
+    env_steps: np.ndarray,
+    values: np.ndarray,
+    fraction: float = FINAL_FRACTION,
+) -> float:
+  """Mean of a logged column over the rows of a run's last steps.
+
+  Args:
+    env_steps: [N] environment steps at each row's end (increasing).
+    values: [N] the column (NaN where a row has none).
+    fraction: the share of the run's environment steps covered.
+
+  Returns:
+    The mean of the finite values of the rows ending after `1 - fraction`
+    of the steps; NaN if there are none.
+  """
+  env_steps = np.asarray(env_steps, np.float64)
+  values = np.asarray(values, np.float64)
+  window = (env_steps > (1.0 - fraction) * env_steps[-1]) & ~np.isnan(values)
+  return float(np.mean(values[window])) if window.any() else math.nan
+
+
 def crafter_score(success_rates: np.ndarray) -> float:
   """Crafter's score: the geometric mean of 1 + each success rate, minus 1.
 

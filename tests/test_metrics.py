@@ -136,3 +136,14 @@ def test_final_training_measures_cover_the_last_tenth_of_the_steps():
       env_steps, returns, np.zeros(10), unlocked
   )
   assert math.isnan(none['train_return']) and math.isnan(none['crafter_score'])
+
+
+def test_final_mean_averages_the_finite_values_of_the_last_tenth():
+  steps = np.arange(1, 11) * 100.0  # 100 ... 1,000
+  values = np.arange(10.0)
+  # Rows ending after 900 steps: only the last.
+  assert metrics.final_mean(steps, values) == 9.0
+  assert metrics.final_mean(steps, values, fraction=0.3) == 8.0
+  values[-1] = np.nan
+  assert math.isnan(metrics.final_mean(steps, values))
+  assert metrics.final_mean(steps, values, fraction=0.3) == 7.5
