@@ -31,6 +31,7 @@ from disco import train
 from disco.studies import plots
 from disco.studies import records
 from disco.studies import runs as runs_lib
+from disco.studies import scale_report
 from disco.studies import tables
 
 ENVS = ('crafter', 'craftax:Craftax-Classic-Pixels-v1')
@@ -41,18 +42,6 @@ CPU_READING = dict(frame_stack=1, learner_batch_size=8, learning_starts=8)
 ENV_STEPS = 100_000
 # Crafter's score pools the episodes of this many log rows.
 SCORE_ROWS = 10
-# The rule's diagnostics: the entropies of the policy, y and z and of the
-# rule's targets for them; the scale of the rewards and advantages it read.
-MEASURES = (
-    'entropy',
-    'y_entropy',
-    'z_entropy',
-    'pi_hat_entropy',
-    'y_hat_entropy',
-    'z_hat_entropy',
-    'meta_input/reward',
-    'meta_input/qv_adv',
-)
 
 
 def config(env: str, seed: int) -> Any:
@@ -108,7 +97,7 @@ def seed_row(
       crafter_score_last10=round(final['crafter_score'], 3),
       wall_seconds=round(record['wall_seconds']),
   )
-  for name in MEASURES:
+  for name in scale_report.FINAL_LOGS:  # The rule's diagnostics.
     values = logs.get(f'logs/{name}')
     mean = np.nan if values is None else metrics.final_mean(steps, values)
     row[f'{name}_last10'] = round(mean, 3)
