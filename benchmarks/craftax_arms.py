@@ -37,6 +37,7 @@ from disco import metrics
 from disco.studies import plots
 from disco.studies import records
 from disco.studies import runs
+from disco.studies import scale_report
 from disco.studies import tables
 
 ENV = 'craftax:Craftax-Classic-Symbolic-v1'
@@ -98,7 +99,7 @@ def arm_config(arm: str, seed: int, env_steps: int, args: argparse.Namespace):
   from disco import train  # pylint: disable=g-import-not-at-top
 
   preset, agent, changes = ARMS[arm]
-  changes = dict(env=ENV) | changes
+  changes = dict(env=ENV, reward_scale=args.reward_scale) | changes
   probe = train.preset(preset, agent=agent, **changes)
   num_steps = probe.num_steps_for(env_steps)
   return train.preset(
@@ -117,11 +118,15 @@ def arm_config(arm: str, seed: int, env_steps: int, args: argparse.Namespace):
   )
 
 
-def run_name(arm: str, env_steps: int, seeds: tuple[int, ...]) -> str:
-  """'<arm>__<budget>__s<seed>[-<last>]': the arm label precedes '__s'."""
+def run_name(
+    arm: str, env_steps: int, seeds: tuple[int, ...], reward_scale: float = 1.0
+) -> str:
+  """'<arm>[_x<scale>]__<budget>__s<seed>[-<last>]': the arm label precedes
+  '__s' (a scale other than 1 is part of it)."""
   budget = f'{env_steps // 1000}k' if env_steps % 1000 == 0 else env_steps
   together = f'-{seeds[-1]}' if len(seeds) > 1 else ''
-  return f'{arm}__{budget}__s{seeds[0]}{together}'
+  scale = '' if reward_scale == 1.0 else f'_x{reward_scale:g}'
+  return f'{arm}{scale}__{budget}__s{seeds[0]}{together}'
 
 
 def base_records(env_steps: int) -> list[dict[str, Any]]:
@@ -197,7 +202,7 @@ def seed_row(
       crafter_score_last10=final.get('crafter_score', float('nan')),
       # The base runs' wall time covers their 1M steps: left out.
       wall_seconds=round(wall) if np.isfinite(wall) else '',
-  )
+  ) | scale_report.final_diagnostics(logs['env_steps'], logs)
 
 
 def summary(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -275,12 +280,22 @@ def main(argv=None) -> int:
   parser.add_argument('--env-steps', type=int, default=250_000)
   parser.add_argument('--steps-per-chunk', type=int, default=4)
   parser.add_argument('--checkpoint-every', type=int, default=40)
+  parser.add_argument(
+      '--reward-scale',
+      type=float,
+      default=1.0,
+      help="every arm's rewards times this (TrainConfig.reward_scale)",
+  )
   args = parser.parse_args(argv)
+  if args.reward_scale <= 0:
+    parser.error(f'--reward-scale must be positive, got {args.reward_scale}')
   todo = runs.seed_runs(
       ENV,
       args.arms,
       args.seeds,
-      name_fn=lambda arm, seeds: run_name(arm, args.env_steps, seeds),
+      name_fn=lambda arm, seeds: run_name(
+          arm, args.env_steps, seeds, args.reward_scale
+      ),
       config_fn=lambda arm, seed: arm_config(arm, seed, args.env_steps, args),
       together=args.seeds_together,
       checkpoints=not args.no_checkpoints,

@@ -97,10 +97,7 @@ def seed_row(
       crafter_score_last10=round(final['crafter_score'], 3),
       wall_seconds=round(record['wall_seconds']),
   )
-  for name in scale_report.FINAL_LOGS:  # The rule's diagnostics.
-    values = logs.get(f'logs/{name}')
-    mean = np.nan if values is None else metrics.final_mean(steps, values)
-    row[f'{name}_last10'] = round(mean, 3)
+  row |= scale_report.final_diagnostics(steps, logs)  # The rule's.
   return row, logs, names
 
 

@@ -216,7 +216,9 @@ def test_a_command_lists_its_runs_named_as_the_records_kept():
 
 def test_each_craftax_arm_changes_one_factor_of_the_base():
   arms = _load('craftax_arms')
-  args = argparse.Namespace(steps_per_chunk=4, checkpoint_every=40)
+  args = argparse.Namespace(
+      steps_per_chunk=4, checkpoint_every=40, reward_scale=1.0
+  )
   base = arms.arm_config('base', 0, 250_000, args).to_dict()
   factors = {
       'width_256': {'agent_lstm_size', 'agent_head_mlp_hiddens'},
@@ -238,6 +240,25 @@ def test_each_craftax_arm_changes_one_factor_of_the_base():
   assert base['agent_frame_embedding'] == 64 and base['frame_stack'] == 32
 
 
+def test_a_craftax_arm_at_a_reward_scale_changes_only_the_scale_and_name():
+  arms = _load('craftax_arms')
+  args = argparse.Namespace(
+      steps_per_chunk=4, checkpoint_every=40, reward_scale=1.0
+  )
+  scaled = argparse.Namespace(**vars(args) | dict(reward_scale=10.0))
+  for arm in ('base', 'rollout_per_update'):
+    base = arms.arm_config(arm, 0, 250_000, args).to_dict()
+    config = arms.arm_config(arm, 0, 250_000, scaled).to_dict()
+    changed = {k for k, v in config.items() if base[k] != v}
+    assert changed == {'reward_scale'} and config['reward_scale'] == 10.0
+  # Unscaled runs keep their names (their records resume); a scale is part
+  # of the arm's label, which the report reads before '__s'.
+  assert arms.run_name('base', 250_000, (0,)) == 'base__250k__s0'
+  name = arms.run_name('rollout_per_update', 250_000, (1,), 10.0)
+  assert name == 'rollout_per_update_x10__250k__s1'
+  assert name.rsplit('__s', 1)[0] == 'rollout_per_update_x10__250k'
+
+
 def test_craftax_arms_seeds_together_are_one_run_reported_per_seed():
   arms = _load('craftax_arms')
   todo = arms.runs.seed_runs(
@@ -247,7 +268,7 @@ def test_craftax_arms_seeds_together_are_one_run_reported_per_seed():
       name_fn=lambda arm, seeds: arms.run_name(arm, 250_000, seeds),
       config_fn=lambda arm, seed: arms.arm_config(
           arm, seed, 250_000, argparse.Namespace(
-              steps_per_chunk=10, checkpoint_every=40)),
+              steps_per_chunk=10, checkpoint_every=40, reward_scale=1.0)),
       together=True,
       checkpoints=False,
   )  # fmt: skip

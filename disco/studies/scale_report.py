@@ -87,6 +87,22 @@ def near_uniform_updates(
   return float(np.sum(spans[near]))
 
 
+def final_diagnostics(
+    env_steps: np.ndarray, logs: Mapping[str, np.ndarray]
+) -> dict[str, float]:
+  """'<name>_last10': each of `FINAL_LOGS` over the last 10% of `env_steps`.
+
+  `logs` holds a run's columns by their log.csv names ('logs/entropy', ...),
+  each [rows] like `env_steps`; one not logged is NaN.
+  """
+  out = {}
+  for name in FINAL_LOGS:
+    values = logs.get(f'logs/{name}')
+    mean = math.nan if values is None else metrics.final_mean(env_steps, values)
+    out[f'{name}_last10'] = round(mean, 3)
+  return out
+
+
 def _final_mean(values: np.ndarray) -> float:
   finite = values[np.isfinite(values)]
   if not finite.size:
