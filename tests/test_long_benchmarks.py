@@ -211,6 +211,21 @@ def test_a_command_lists_its_runs_named_as_the_records_kept():
 
 
 # ----------------------------------------------------------------------------
+# crafter_worldgen.py: numba's compiled noise draws Crafter's own worlds.
+
+
+def test_crafter_draws_the_same_worlds_with_and_without_numba():
+  pytest.importorskip('crafter')
+  pytest.importorskip('numba')
+  worldgen = _load('crafter_worldgen')
+  got = {mode: worldgen.run_mode(mode, 3, 1) for mode in worldgen.MODES}
+  assert got['numba']['jit'] and not got['python']['jit']
+  # Two resets, two different worlds, each drawn alike by both modes.
+  assert len(set(got['numba']['hashes'])) == 2
+  assert got['numba']['hashes'] == got['python']['hashes']
+
+
+# ----------------------------------------------------------------------------
 # craftax_arms.py: one factor per arm.
 
 
