@@ -26,6 +26,7 @@ Needs craftax and matplotlib.
 """
 
 import argparse
+import functools
 import json
 import pathlib
 import sys
@@ -119,14 +120,13 @@ def arm_config(arm: str, seed: int, env_steps: int, args: argparse.Namespace):
 
 
 def run_name(
-    arm: str, env_steps: int, seeds: tuple[int, ...], reward_scale: float = 1.0
+    arm: str, steps: int, seeds: tuple[int, ...], scale: float = 1.0
 ) -> str:
-  """'<arm>[_x<scale>]__<budget>__s<seed>[-<last>]': the arm label precedes
-  '__s' (a scale other than 1 is part of it)."""
-  budget = f'{env_steps // 1000}k' if env_steps % 1000 == 0 else env_steps
+  """'<arm>[_x<scale>]__<budget>__s<seed>[-<last>]': the label before '__s'."""
+  budget = f'{steps // 1000}k' if steps % 1000 == 0 else steps
   together = f'-{seeds[-1]}' if len(seeds) > 1 else ''
-  scale = '' if reward_scale == 1.0 else f'_x{reward_scale:g}'
-  return f'{arm}{scale}__{budget}__s{seeds[0]}{together}'
+  tag = '' if scale == 1.0 else f'_x{scale:g}'
+  return f'{arm}{tag}__{budget}__s{seeds[0]}{together}'
 
 
 def base_records(env_steps: int) -> list[dict[str, Any]]:
@@ -168,11 +168,6 @@ def pooled_score(logs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
   )
 
 
-def _last_tenth(logs: dict[str, np.ndarray], column: str) -> float:
-  """`column`'s mean over the rows of the last 10% of environment steps."""
-  return metrics.final_mean(logs['env_steps'], logs[column])
-
-
 def seed_row(
     record: dict[str, Any], arm: str, seed: int, logs: dict[str, np.ndarray]
 ) -> dict[str, Any]:
@@ -188,6 +183,7 @@ def seed_row(
   )
   evals = ~np.isnan(logs['eval_return'])
   wall = record['wall_seconds']
+  last10 = functools.partial(metrics.final_mean, logs['env_steps'])
   return dict(
       arm=arm,
       seed=int(seed),
@@ -195,9 +191,9 @@ def seed_row(
       env_steps=int(logs['env_steps'][-1]),
       learner_steps=int(logs['learner_steps'][-1]),
       eval_return=float(logs['eval_return'][evals][-1]),
-      entropy_last10=_last_tenth(logs, 'logs/entropy'),
-      y_entropy_last10=_last_tenth(logs, 'logs/y_entropy'),
-      z_entropy_last10=_last_tenth(logs, 'logs/z_entropy'),
+      entropy_last10=last10(logs['logs/entropy']),
+      y_entropy_last10=last10(logs['logs/y_entropy']),
+      z_entropy_last10=last10(logs['logs/z_entropy']),
       train_return_last10=final['train_return'],
       crafter_score_last10=final.get('crafter_score', float('nan')),
       # The base runs' wall time covers their 1M steps: left out.
@@ -280,22 +276,14 @@ def main(argv=None) -> int:
   parser.add_argument('--env-steps', type=int, default=250_000)
   parser.add_argument('--steps-per-chunk', type=int, default=4)
   parser.add_argument('--checkpoint-every', type=int, default=40)
-  parser.add_argument(
-      '--reward-scale',
-      type=float,
-      default=1.0,
-      help="every arm's rewards times this (TrainConfig.reward_scale)",
-  )
+  parser.add_argument('--reward-scale', type=float, default=1.0)
   args = parser.parse_args(argv)
-  if args.reward_scale <= 0:
-    parser.error(f'--reward-scale must be positive, got {args.reward_scale}')
+  steps, scale = args.env_steps, args.reward_scale
   todo = runs.seed_runs(
       ENV,
       args.arms,
       args.seeds,
-      name_fn=lambda arm, seeds: run_name(
-          arm, args.env_steps, seeds, args.reward_scale
-      ),
+      name_fn=lambda arm, seeds: run_name(arm, steps, seeds, scale),
       config_fn=lambda arm, seed: arm_config(arm, seed, args.env_steps, args),
       together=args.seeds_together,
       checkpoints=not args.no_checkpoints,
