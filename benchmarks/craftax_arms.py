@@ -26,7 +26,6 @@ Needs craftax and matplotlib.
 """
 
 import argparse
-import functools
 import json
 import pathlib
 import sys
@@ -183,7 +182,6 @@ def seed_row(
   )
   evals = ~np.isnan(logs['eval_return'])
   wall = record['wall_seconds']
-  last10 = functools.partial(metrics.final_mean, logs['env_steps'])
   return dict(
       arm=arm,
       seed=int(seed),
@@ -191,14 +189,13 @@ def seed_row(
       env_steps=int(logs['env_steps'][-1]),
       learner_steps=int(logs['learner_steps'][-1]),
       eval_return=float(logs['eval_return'][evals][-1]),
-      entropy_last10=last10(logs['logs/entropy']),
-      y_entropy_last10=last10(logs['logs/y_entropy']),
-      z_entropy_last10=last10(logs['logs/z_entropy']),
       train_return_last10=final['train_return'],
       crafter_score_last10=final.get('crafter_score', float('nan')),
       # The base runs' wall time covers their 1M steps: left out.
       wall_seconds=round(wall) if np.isfinite(wall) else '',
-  ) | scale_report.final_diagnostics(logs['env_steps'], logs)
+  ) | scale_report.final_diagnostics(
+      logs['env_steps'], logs
+  )  # Entropies too.
 
 
 def summary(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
