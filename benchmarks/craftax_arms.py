@@ -26,6 +26,7 @@ Needs craftax and matplotlib.
 """
 
 import argparse
+import functools
 import json
 import pathlib
 import sys
@@ -285,12 +286,10 @@ def main(argv=None) -> int:
       together=args.seeds_together,
       checkpoints=not args.no_checkpoints,
   )
-  steps = [
-      lambda: runs.run_all(args.out, todo, show_progress=not args.no_progress)
-  ]
-  if args.report:
-    steps.append(lambda: report(args.out, args.include_partial))
-  return runs.command(parser.prog, args.out, steps)
+  write = functools.partial(report, args.out, args.include_partial)
+  return runs.run_then_report(
+      parser.prog, args, todo, write if args.report else None
+  )
 
 
 if __name__ == '__main__':

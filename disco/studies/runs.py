@@ -154,8 +154,18 @@ def run_all(
     runs: Sequence[TrainRun | PpoRun],
     *,
     show_progress: bool = True,
+    keep_checkpoints: int | None = None,
 ) -> list[dict[str, Any]]:
   """Runs (or resumes, or skips) each run in turn; returns their records.
+
+  Args:
+    out: the study's output directory.
+    runs: the runs, in order.
+    show_progress: a progress bar per piece.
+    keep_checkpoints: how many checkpoints each trainer run keeps on disk
+      (None: its config's). Not one of a record's settings, so it may change
+      between pieces. A checkpoint holds the run's replay buffer: GBs on
+      Craftax (docs/training.md#checkpoints).
 
   Raises:
     disco.studies.records.RecordError: a run's files are of other settings.
@@ -173,10 +183,13 @@ def run_all(
           show_progress=show_progress,
       )
     else:
+      config = run.config
+      if keep_checkpoints is not None:
+        config = config.replace(keep_checkpoints=keep_checkpoints)
       record = pieces.run(
           out,
           run.name,
-          run.config,
+          config,
           num_seeds=run.num_seeds,
           show_progress=show_progress,
           checkpoints=run.checkpoints,
@@ -235,14 +248,20 @@ def run_then_report(
 
   Args:
     prog: the command's name.
-    args: its parsed `add_flags` flags (`--out`, `--no-progress`).
+    args: its parsed `add_flags` flags (`--out`, `--no-progress`,
+      `--keep-checkpoints`).
     todo: the runs asked, or None when none is.
     report: writes the report, or None when it is not asked.
   """
   steps = []
   if todo is not None:
     steps.append(
-        lambda: run_all(args.out, todo, show_progress=not args.no_progress)
+        lambda: run_all(
+            args.out,
+            todo,
+            show_progress=not args.no_progress,
+            keep_checkpoints=args.keep_checkpoints,
+        )
     )
   if report is not None:
     steps.append(report)
@@ -257,7 +276,7 @@ def add_flags(
   """The flags of every study command that runs in pieces.
 
   `--out` (required), `--seeds` (default `seeds`), `--report`,
-  `--include-partial` and `--no-progress`; with `one_call`, those of runs
+  `--include-partial`, `--no-progress` and `--keep-checkpoints`; with `one_call`, those of runs
   made for one accelerator call: `--seeds-together` and `--no-checkpoints`
   (`seed_runs`' `together` and `checkpoints`).
   """
@@ -287,6 +306,16 @@ def add_flags(
       ),
   )
   parser.add_argument('--no-progress', action='store_true')
+  parser.add_argument(
+      '--keep-checkpoints',
+      type=positive(int),
+      default=None,
+      metavar='N',
+      help=(
+          "checkpoints each run keeps on disk (default: its config's, 2);"
+          ' each holds the replay buffer, GBs on Craftax'
+      ),
+  )
 
 
 def positive(kind: type[Any]) -> Callable[[str], Any]:

@@ -13,6 +13,7 @@ import signal
 import numpy as np
 import pytest
 
+from disco import checkpoint
 from disco import train
 from disco.studies import pieces
 from disco.studies import records
@@ -162,7 +163,9 @@ def test_a_command_stopped_by_sigterm_says_so_and_the_same_one_resumes(
   stopped_at = partial['pieces'][0]['ended_at_step']
   assert 3 <= stopped_at < 6
   reported = []
-  args = argparse.Namespace(out=tmp_path, no_progress=True)
+  args = argparse.Namespace(
+      out=tmp_path, no_progress=True, keep_checkpoints=None
+  )
   report = functools.partial(reported.append, 'report')
   assert runs.run_then_report('bench', args, todo, report) == 0
   assert reported == ['report']
@@ -210,3 +213,26 @@ def test_run_names_and_flag_types():
   assert runs.positive(float)('3e-4') == 3e-4
   with pytest.raises(argparse.ArgumentTypeError, match='must be > 0'):
     runs.positive(int)('0')
+
+
+def test_keep_checkpoints_sets_what_a_run_leaves_and_may_change_on_resume(
+    tmp_path,
+):
+  ckpt_dir = tmp_path / pieces.CHECKPOINTS_DIR / 'run'
+  train.run_train(tiny.tiny_config(num_steps=3), checkpoint_dir=ckpt_dir)
+  assert checkpoint.list_steps(ckpt_dir) == [2, 3]  # The config's 2.
+  todo = [runs.TrainRun('run', tiny.tiny_config())]
+  (record,) = runs.run_all(
+      tmp_path, todo, show_progress=False, keep_checkpoints=1
+  )
+  assert checkpoint.list_steps(ckpt_dir) == [6]
+  assert record['pieces'][0]['started_at_step'] == 3
+  # Not one of the record's settings: the run is done whatever it keeps.
+  assert runs.run_all(tmp_path, todo, show_progress=False) == [record]
+  parser = argparse.ArgumentParser()
+  runs.add_flags(parser, seeds=(0,))
+  assert parser.parse_args(['--out', 'o']).keep_checkpoints is None
+  flags = ['--out', 'o', '--keep-checkpoints', '1']
+  assert parser.parse_args(flags).keep_checkpoints == 1
+  with pytest.raises(SystemExit):
+    parser.parse_args(['--out', 'o', '--keep-checkpoints', '0'])
