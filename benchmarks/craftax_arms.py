@@ -183,6 +183,7 @@ def seed_row(
   )
   evals = ~np.isnan(logs['eval_return'])
   wall = record['wall_seconds']
+  # The entropies and the rule's inputs come from final_diagnostics.
   return dict(
       arm=arm,
       seed=int(seed),
@@ -194,9 +195,7 @@ def seed_row(
       crafter_score_last10=final.get('crafter_score', float('nan')),
       # The base runs' wall time covers their 1M steps: left out.
       wall_seconds=round(wall) if np.isfinite(wall) else '',
-  ) | scale_report.final_diagnostics(
-      logs['env_steps'], logs
-  )  # Entropies too.
+  ) | scale_report.final_diagnostics(logs['env_steps'], logs)
 
 
 def summary(found: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -276,9 +276,10 @@ def add_flags(
   """The flags of every study command that runs in pieces.
 
   `--out` (required), `--seeds` (default `seeds`), `--report`,
-  `--include-partial`, `--no-progress` and `--keep-checkpoints`; with `one_call`, those of runs
-  made for one accelerator call: `--seeds-together` and `--no-checkpoints`
-  (`seed_runs`' `together` and `checkpoints`).
+  `--include-partial`, `--no-progress` and `--keep-checkpoints`; with
+  `one_call`, those of runs made for one accelerator call:
+  `--seeds-together` and `--no-checkpoints` (`seed_runs`' `together` and
+  `checkpoints`).
   """
   if one_call:
     parser.add_argument(
